@@ -1,0 +1,82 @@
+/* buoyancy.c: the density grid, baroclinic vorticity (physics.md 2.4, part 8) and body
+ * buoyancy (physics.md 2.8, part 9). */
+#include <string.h>
+#include "internal.h"
+#include "kernel.h"
+
+/* Density deviation on the grid: each vorton's mass deviation d_i V_i, cloud-in-cell splatted
+ * and divided by the cell volume, so the grid holds exactly the particles' total mass. */
+void vp_splat_density(vp_sim *s)
+{
+    size_t nn = vp_grid_count(&s->grid);
+    memset(s->grid_density, 0, nn * sizeof(double));
+    vp_vortons *v = &s->vortons;
+    double inv_cell = 1.0 / (s->grid.h * s->grid.h * s->grid.h);
+    const double *x = v->position->data, *d = v->density->data, *r = v->radius->data;
+    for (size_t i = 0; i < v->n; i++) { /* serial: deterministic sums */
+        if (d[i] == 0.0) continue;
+        double m = d[i] * vp_volume(r[i]) * inv_cell;
+        vp_grid_splat(&s->grid, s->grid_density, 1, x + 3 * i, &m);
+    }
+    vp_grid_gradient(&s->grid, s->grid_density, s->grid_density_gradient, s->params.threads);
+}
+
+/* Baroclinic generation dw/dt = (grad rho) x g / rho0 (Boussinesq): heavy fluid sinks, light
+ * rises.  Skipped when gravity is zero or the domain is flat along it. */
+void vp_baroclinic(vp_sim *s)
+{
+    const double *g = s->params.gravity;
+    double gg = vp_dot3(g, g);
+    if (gg == 0.0) return;
+    double ext[3] = {(s->grid.n[0] - 1) * s->grid.h, (s->grid.n[1] - 1) * s->grid.h,
+                     (s->grid.n[2] - 1) * s->grid.h};
+    if (fabs(ext[0] * g[0]) + fabs(ext[1] * g[1]) + fabs(ext[2] * g[2]) == 0.0) return;
+    vp_vortons *v = &s->vortons;
+    double k = s->params.dt / s->params.ambient_density;
+    double *x = v->position->data, *w = v->vorticity->data;
+    int threads = s->params.threads;
+    (void)threads;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long i = 0; i < (long)v->n; i++) {
+        double grad[3], c[3];
+        vp_grid_interpolate(&s->grid, s->grid_density_gradient, 3, x + 3 * i, grad);
+        vp_cross3(grad, g, c);
+        w[3 * i] += k * c[0]; w[3 * i + 1] += k * c[1]; w[3 * i + 2] += k * c[2];
+    }
+}
+
+/* Density deviation at a point: the grid's value inside it, ambient (0) outside. */
+static double sample_density(const vp_sim *s, const double x[3])
+{
+    for (int a = 0; a < 3; a++) {
+        double u = (x[a] - s->grid.origin[a]) / s->grid.h;
+        if (!(u >= 0.0) || u > s->grid.n[a] - 1) return 0.0;
+    }
+    double d;
+    vp_grid_interpolate(&s->grid, s->grid_density, 1, x, &d);
+    return d;
+}
+
+/* Gravity plus Archimedes on every free body with gravity on: F = g (M - rho_avg Vb), with
+ * rho_avg the fluid density averaged over the centre and c +- R/2 g_hat, c +- R g_hat. */
+void vp_bodies_buoyancy(vp_sim *s)
+{
+    const double *g = s->params.gravity;
+    double gn = sqrt(vp_dot3(g, g));
+    if (gn == 0.0) return;
+    double gh[3] = {g[0] / gn, g[1] / gn, g[2] / gn};
+    for (size_t b = 0; b < s->n_bodies; b++) {
+        vp_body *B = &s->bodies[b];
+        if (B->fixed || !B->gravity) continue;
+        static const double f[5] = {0.0, 0.5, -0.5, 1.0, -1.0};
+        double dsum = 0;
+        for (int q = 0; q < 5; q++) {
+            double p[3] = {B->position[0] + f[q] * B->radius * gh[0], B->position[1] + f[q] * B->radius * gh[1],
+                           B->position[2] + f[q] * B->radius * gh[2]};
+            dsum += sample_density(s, p);
+        }
+        double rho = s->params.ambient_density + dsum / 5.0;
+        double net = B->mass - rho * vp_volume(B->radius);
+        for (int a = 0; a < 3; a++) B->force[a] += g[a] * net;
+    }
+}

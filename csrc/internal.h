@@ -1,0 +1,21 @@
+/* internal.h: the step's phase functions, shared between the core's files (not public). */
+#ifndef VP_INTERNAL_H
+#define VP_INTERNAL_H
+#include "vortonpy.h"
+
+#define VP_V3(buf) ((buf)->data)
+
+int vp_domain_update(vp_sim *s);                 /* physics.md 2.1 */
+int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int solver); /* 2.2 */
+int vp_poisson_velocity_grid(vp_sim *s);         /* 2.2 poisson (vortex-in-cell) */
+void vp_stretch(vp_sim *s);                      /* 2.3 */
+void vp_baroclinic(vp_sim *s);                   /* 2.4 */
+void vp_splat_density(vp_sim *s);                /* 2.4 density grid */
+int vp_diffuse(vp_sim *s);                       /* 2.5 */
+void vp_advect_vortons(vp_sim *s);               /* 2.6 */
+void vp_advect_tracers(vp_sim *s);               /* 2.6 */
+void vp_bodies_buoyancy(vp_sim *s);              /* 2.8 */
+int vp_emit(vp_sim *s);                          /* 2.10 */
+int vp_expire(vp_sim *s);                        /* 2.10 lifetimes */
+double *vp_sim_scratch(vp_sim *s, size_t doubles);
+#endif

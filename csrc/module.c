@@ -1,0 +1,1157 @@
+/* module.c: the CPython layer (vortonpy._core): the Sim and RigidBody types and the NumPy
+ * views of the particle arrays.  The only file of the core that includes Python.h.
+ *
+ * Rules kept here (api.md, style.md):
+ * - every view's base is a capsule holding a reference to the C block it shows, so a view
+ *   stays valid after its Sim is deleted or its arrays are regrown or compacted;
+ * - inputs are validated and converted completely before anything in the Sim changes;
+ * - the GIL is released around each step, and Ctrl-C is checked between steps;
+ * - a Sim used by one thread refuses calls from another (RuntimeError), never races. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <math.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "vortonpy.h"
+#include "kernel.h"
+
+/* ------------------------------------------------------------------ status -> exception */
+static PyObject *raise_status(int st, const char *what)
+{
+    switch (st) {
+    case VP_ERR_NOMEM: return PyErr_Format(PyExc_MemoryError, "%s: out of memory", what);
+    case VP_ERR_VALUE: return PyErr_Format(PyExc_ValueError, "%s: invalid value", what);
+    case VP_ERR_NONFINITE: return PyErr_Format(PyExc_FloatingPointError, "%s: non-finite value", what);
+    case VP_ERR_STATE: return PyErr_Format(PyExc_RuntimeError, "%s: not available in this state", what);
+    default: return PyErr_Format(PyExc_RuntimeError, "%s: error %d", what, st);
+    }
+}
+
+static int default_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_procs();
+#else
+    return 1;
+#endif
+}
+
+/* ------------------------------------------------------------------ input conversion */
+/* Convert obj to a C-contiguous float64 array of shape (n, width) (width 0: shape (n,)).
+ * A (width,) input is one row.  Rejects non-numeric dtypes (TypeError), wrong shapes and
+ * non-finite values (ValueError), naming the argument.  *n_io: -1 to infer, else required. */
+static PyArrayObject *as_rows(PyObject *obj, const char *name, int width, npy_intp *n_io)
+{
+    PyArrayObject *raw = (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0, 0, NULL);
+    if (!raw) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be array-like of numbers", name);
+        return NULL;
+    }
+    char kind = PyArray_DESCR(raw)->kind;
+    if (kind != 'f' && kind != 'i' && kind != 'u') {
+        PyErr_Format(PyExc_TypeError, "%s must have a real numeric dtype, got %R", name,
+                     (PyObject *)PyArray_DESCR(raw));
+        Py_DECREF(raw);
+        return NULL;
+    }
+    PyArrayObject *a = (PyArrayObject *)PyArray_FromAny((PyObject *)raw, PyArray_DescrFromType(NPY_DOUBLE), 0, 0,
+                                                       NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST |
+                                                           NPY_ARRAY_ENSURECOPY, NULL);
+    Py_DECREF(raw);
+    if (!a) return NULL;
+    int nd = PyArray_NDIM(a);
+    npy_intp *dims = PyArray_DIMS(a);
+    npy_intp n;
+    if (width > 0) {
+        if (nd == 1 && dims[0] == width) n = 1;
+        else if (nd == 2 && dims[1] == width) n = dims[0];
+        else {
+            PyErr_Format(PyExc_ValueError, "%s must have shape (N, %d), got an array of %d dimension(s)%s", name,
+                         width, nd, nd >= 1 ? " with the wrong length" : "");
+            Py_DECREF(a);
+            return NULL;
+        }
+    } else {
+        if (nd == 1) n = dims[0];
+        else {
+            PyErr_Format(PyExc_ValueError, "%s must have shape (N,) or be a scalar", name);
+            Py_DECREF(a);
+            return NULL;
+        }
+    }
+    if (*n_io >= 0 && n != *n_io) {
+        PyErr_Format(PyExc_ValueError, "%s has %zd rows but %zd were expected", name, (Py_ssize_t)n,
+                     (Py_ssize_t)*n_io);
+        Py_DECREF(a);
+        return NULL;
+    }
+    const double *d = (const double *)PyArray_DATA(a);
+    npy_intp total = PyArray_SIZE(a);
+    for (npy_intp i = 0; i < total; i++)
+        if (!isfinite(d[i])) {
+            PyErr_Format(PyExc_ValueError, "%s must be finite (found %s at flat index %zd)", name,
+                         isnan(d[i]) ? "nan" : "inf", (Py_ssize_t)i);
+            Py_DECREF(a);
+            return NULL;
+        }
+    *n_io = n;
+    return a;
+}
+
+/* A per-particle scalar: a number broadcast to n, or an (n,) array. */
+static PyArrayObject *as_per_particle(PyObject *obj, const char *name, npy_intp n)
+{
+    PyArrayObject *raw = (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0, 0, NULL);
+    if (!raw) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a number or array-like of numbers", name);
+        return NULL;
+    }
+    int scalar = PyArray_NDIM(raw) == 0;
+    Py_DECREF(raw);
+    npy_intp m = scalar ? -1 : n;
+    if (!scalar) return as_rows(obj, name, 0, &m);
+    PyObject *wrapped = Py_BuildValue("(O)", obj);
+    if (!wrapped) return NULL;
+    m = 1;
+    PyArrayObject *one = as_rows(wrapped, name, 0, &m);
+    Py_DECREF(wrapped);
+    if (!one) return NULL;
+    npy_intp dims[1] = {n};
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_DOUBLE);
+    if (out) {
+        double v = *(double *)PyArray_DATA(one), *o = (double *)PyArray_DATA(out);
+        for (npy_intp i = 0; i < n; i++) o[i] = v;
+    }
+    Py_DECREF(one);
+    return out;
+}
+
+static int parse_vec3(PyObject *obj, const char *name, double out[3])
+{
+    npy_intp n = 1;
+    if (obj == NULL) return 0;
+    PyArrayObject *a = as_rows(obj, name, 3, &n);
+    if (!a) return -1;
+    memcpy(out, PyArray_DATA(a), 3 * sizeof(double));
+    Py_DECREF(a);
+    return 0;
+}
+
+static PyObject *vec3(const double *v)
+{
+    npy_intp dims[1] = {3};
+    PyObject *a = PyArray_SimpleNew(1, dims, NPY_DOUBLE);
+    if (a) memcpy(PyArray_DATA((PyArrayObject *)a), v, 3 * sizeof(double));
+    return a;
+}
+
+/* ------------------------------------------------------------------ views */
+static void capsule_release(PyObject *cap)
+{
+    vp_buffer_release((vp_buffer *)PyCapsule_GetPointer(cap, "vortonpy.buffer"));
+}
+
+/* A writable ndarray over rows [0, n) of buf, owning a reference to the block. */
+static PyObject *make_view(vp_buffer *buf, size_t n, int width)
+{
+    npy_intp dims[2] = {(npy_intp)n, width};
+    int nd = width == 1 ? 1 : 2;
+    if (!buf) return PyArray_ZEROS(nd, dims, NPY_DOUBLE, 0);
+    PyObject *arr = PyArray_SimpleNewFromData(nd, dims, NPY_DOUBLE, buf->data);
+    if (!arr) return NULL;
+    vp_buffer_retain(buf);
+    PyObject *cap = PyCapsule_New(buf, "vortonpy.buffer", capsule_release);
+    if (!cap) {
+        vp_buffer_release(buf);
+        Py_DECREF(arr);
+        return NULL;
+    }
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, cap) < 0) { /* steals cap */
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* ------------------------------------------------------------------ Sim object */
+typedef struct {
+    PyObject_HEAD
+    vp_sim *s;
+    int busy;           /* a thread is inside a call that released the GIL */
+    PyObject *bodies;   /* list of RigidBody objects attached to this sim */
+} SimObject;
+
+typedef struct {
+    PyObject_HEAD
+    vp_body local;      /* state while not attached */
+    SimObject *sim;     /* owner once added (strong reference), or NULL */
+    Py_ssize_t index;
+} BodyObject;
+
+static PyTypeObject SimType, BodyType;
+
+static int check_ready(SimObject *self)
+{
+    if (!self->s) {
+        PyErr_SetString(PyExc_RuntimeError, "Sim is not initialised");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Sim is busy in another thread; calls on one Sim must not overlap");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_solver(PyObject *obj, int *out)
+{
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "solver must be a str ('direct', 'tree' or 'poisson'), got %R", obj);
+        return -1;
+    }
+    const char *n = PyUnicode_AsUTF8(obj);
+    if (!n) return -1;
+    if (!strcmp(n, "direct")) *out = VP_SOLVER_DIRECT;
+    else if (!strcmp(n, "tree")) *out = VP_SOLVER_TREE;
+    else if (!strcmp(n, "poisson")) *out = VP_SOLVER_POISSON;
+    else {
+        PyErr_Format(PyExc_ValueError, "solver must be 'direct', 'tree' or 'poisson', got %R", obj);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *solver_name(int s) { return s == VP_SOLVER_DIRECT ? "direct" : s == VP_SOLVER_TREE ? "tree" : "poisson"; }
+
+static int parse_threads(PyObject *obj, int *out)
+{
+    if (obj == NULL || obj == Py_None) { *out = default_threads(); return 0; }
+    if (!PyLong_Check(obj)) { PyErr_Format(PyExc_TypeError, "threads must be an int or None, got %R", obj); return -1; }
+    long t = PyLong_AsLong(obj);
+    if (t == -1 && PyErr_Occurred()) return -1;
+    if (t < 1 || t > 1024) { PyErr_Format(PyExc_ValueError, "threads must be between 1 and 1024, got %ld", t); return -1; }
+    *out = (int)t;
+    return 0;
+}
+
+/* Numeric parameter with a range check; name is the keyword the user typed. */
+static int check_param(const char *name, double v, double lo, int lo_open, double hi)
+{
+    if (!isfinite(v) && !(isinf(v) && v > 0 && isinf(hi))) {
+        PyErr_Format(PyExc_ValueError, "%s must be finite, got %s", name, isnan(v) ? "nan" : "inf");
+        return -1;
+    }
+    if ((lo_open ? !(v > lo) : !(v >= lo)) || v > hi) {
+        char vb[40], lb[40];
+        PyOS_snprintf(vb, sizeof vb, "%.6g", v);
+        PyOS_snprintf(lb, sizeof lb, "%.6g", lo);
+        PyErr_Format(PyExc_ValueError, "%s must be %s %s%s, got %s", name, lo_open ? ">" : ">=", lb,
+                     isinf(hi) ? "" : " (and within its documented range)", vb);
+        return -1;
+    }
+    return 0;
+}
+
+static int get_double(PyObject *obj, const char *name, double *out)
+{
+    if (PyBool_Check(obj) || !(PyFloat_Check(obj) || PyLong_Check(obj) || PyNumber_Check(obj)) ||
+        PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a real number, got %R", name, obj);
+        return -1;
+    }
+    double v = PyFloat_AsDouble(obj);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a real number, got %R", name, obj);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Table of numeric parameters settable by keyword and attribute. */
+typedef struct { const char *name; size_t offset; int is_int; double lo; int lo_open; double hi; const char *doc; } param_spec;
+#define PO(f) offsetof(vp_params, f)
+static const param_spec PARAMS[] = {
+    {"dt", PO(dt), 0, 0, 1, INFINITY, "time step"},
+    {"viscosity", PO(viscosity), 0, 0, 0, INFINITY, "kinematic viscosity nu"},
+    {"thermal_diffusivity", PO(thermal_diffusivity), 0, 0, 0, INFINITY, "thermal diffusivity kappa"},
+    {"ambient_density", PO(ambient_density), 0, 0, 1, INFINITY, "ambient fluid density rho0"},
+    {"fluid_heat_capacity", PO(fluid_heat_capacity), 0, 0, 1, INFINITY, "fluid heat capacity per unit volume"},
+    {"tree_theta", PO(tree_theta), 0, 0, 0, 2.0, "tree opening angle (accuracy knob; 0 = exact)"},
+    {"tree_leaf_size", PO(tree_leaf_size), 1, 1, 0, 4096, "vortons per tree leaf"},
+    {"grid_cells_per_vorton", PO(grid_cells_per_vorton), 0, 0, 1, 1e4, "grid cells per vorton"},
+    {"pse_width", PO(pse_width), 0, 0, 1, 100, "PSE kernel width / particle spacing"},
+    {"pse_cutoff", PO(pse_cutoff), 0, 1, 0, 10, "PSE cutoff in kernel widths"},
+    {"contact_blend", PO(contact_blend), 0, 0, 1, 1.0, "fraction of the boundary vorticity assigned per step"},
+    {"vorton_lifetime", PO(vorton_lifetime), 0, 0, 0, INFINITY, "vortons older than this are removed (0: never)"},
+    {"tracer_lifetime", PO(tracer_lifetime), 0, 0, 0, INFINITY, "tracers older than this are removed (0: never)"},
+    {"advect_order", PO(advect_order), 1, 1, 0, 2, "1: explicit Euler, 2: Heun"},
+    {"stretch", PO(stretch), 1, 0, 0, 1, "1: vortex stretching and tilting on"},
+};
+#define N_PARAMS (sizeof PARAMS / sizeof PARAMS[0])
+
+static int set_param(vp_params *p, const param_spec *ps, PyObject *val)
+{
+    double v;
+    if (get_double(val, ps->name, &v)) return -1;
+    if (check_param(ps->name, v, ps->lo, ps->lo_open, ps->hi)) return -1;
+    if (ps->is_int) {
+        if (v != floor(v)) { PyErr_Format(PyExc_ValueError, "%s must be a whole number", ps->name); return -1; }
+        *(int *)((char *)p + ps->offset) = (int)v;
+    } else {
+        *(double *)((char *)p + ps->offset) = v;
+    }
+    return 0;
+}
+
+static PyObject *get_param(const vp_params *p, const param_spec *ps)
+{
+    if (ps->is_int) return PyLong_FromLong(*(const int *)((const char *)p + ps->offset));
+    return PyFloat_FromDouble(*(const double *)((const char *)p + ps->offset));
+}
+
+static void Sim_dealloc(SimObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->bodies);
+    vp_sim_free(self->s);
+    self->s = NULL;
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Sim_traverse(SimObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->bodies);
+    return 0;
+}
+
+static int Sim_clear(SimObject *self)
+{
+    Py_CLEAR(self->bodies);
+    return 0;
+}
+
+static PyObject *Sim_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    SimObject *self = (SimObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->bodies = PyList_New(0);
+    if (!self->bodies) { Py_DECREF(self); return NULL; }
+    return (PyObject *)self;
+}
+
+static int Sim_init(SimObject *self, PyObject *args, PyObject *kw)
+{
+    if (self->s) { PyErr_SetString(PyExc_RuntimeError, "Sim is already initialised"); return -1; }
+    if (args && PyTuple_GET_SIZE(args) > 0) {
+        PyErr_SetString(PyExc_TypeError, "Sim() takes keyword arguments only");
+        return -1;
+    }
+    vp_params p;
+    vp_params_init(&p);
+    p.threads = default_threads();
+    unsigned long long seed = 12345;
+    if (kw) {
+        PyObject *key, *val;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kw, &pos, &key, &val)) {
+            const char *k = PyUnicode_AsUTF8(key);
+            if (!k) return -1;
+            int done = 0;
+            for (size_t i = 0; i < N_PARAMS; i++)
+                if (!strcmp(k, PARAMS[i].name)) {
+                    if (set_param(&p, &PARAMS[i], val)) return -1;
+                    done = 1;
+                }
+            if (done) continue;
+            if (!strcmp(k, "gravity")) { if (parse_vec3(val, "gravity", p.gravity)) return -1; }
+            else if (!strcmp(k, "solver")) { if (parse_solver(val, &p.solver)) return -1; }
+            else if (!strcmp(k, "threads")) { if (parse_threads(val, &p.threads)) return -1; }
+            else if (!strcmp(k, "grid_max_points")) {
+                double v;
+                if (get_double(val, "grid_max_points", &v) || check_param("grid_max_points", v, 27, 0, 1e10)) return -1;
+                p.grid_max_points = (size_t)v;
+            } else if (!strcmp(k, "seed")) {
+                if (!PyLong_Check(val)) { PyErr_SetString(PyExc_TypeError, "seed must be an int"); return -1; }
+                seed = PyLong_AsUnsignedLongLongMask(val);
+            } else {
+                PyErr_Format(PyExc_TypeError, "Sim() got an unexpected keyword argument %R", key);
+                return -1;
+            }
+        }
+    }
+    self->s = vp_sim_create(&p);
+    if (!self->s) { PyErr_NoMemory(); return -1; }
+    vp_rng_seed(self->s->rng, (uint64_t)seed);
+    return 0;
+}
+
+static PyObject *Sim_getparam(SimObject *self, void *closure)
+{
+    if (!self->s) return raise_status(VP_ERR_STATE, "Sim");
+    return get_param(&self->s->params, &PARAMS[(size_t)closure]);
+}
+
+static int Sim_setparam(SimObject *self, PyObject *val, void *closure)
+{
+    if (!val) { PyErr_SetString(PyExc_AttributeError, "cannot delete a parameter"); return -1; }
+    if (check_ready(self)) return -1;
+    vp_params p = self->s->params;
+    if (set_param(&p, &PARAMS[(size_t)closure], val)) return -1;
+    self->s->params = p;
+    return 0;
+}
+
+static PyObject *Sim_add_vortons(SimObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"position", "vorticity", "radius", "density", NULL};
+    PyObject *po, *wo, *ro, *dob = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:add_vortons", kwl, &po, &wo, &ro, &dob)) return NULL;
+    if (check_ready(self)) return NULL;
+    npy_intp n = -1;
+    PyArrayObject *pa = NULL, *wa = NULL, *ra = NULL, *da = NULL;
+    PyObject *res = NULL;
+    if (!(pa = as_rows(po, "position", 3, &n))) goto done;
+    if (!(wa = as_rows(wo, "vorticity", 3, &n))) goto done;
+    if (!(ra = as_per_particle(ro, "radius", n))) goto done;
+    if (dob) { if (!(da = as_per_particle(dob, "density", n))) goto done; }
+    else { npy_intp d1[1] = {n}; if (!(da = (PyArrayObject *)PyArray_ZEROS(1, d1, NPY_DOUBLE, 0))) goto done; }
+    const double *r = PyArray_DATA(ra), *d = PyArray_DATA(da);
+    double rho0 = self->s->params.ambient_density;
+    for (npy_intp i = 0; i < n; i++) {
+        if (!(r[i] > 0)) { PyErr_Format(PyExc_ValueError, "radius must be positive (row %zd is not)", (Py_ssize_t)i); goto done; }
+        if (!(d[i] > -rho0)) { PyErr_Format(PyExc_ValueError, "density (a deviation) must exceed -ambient_density = %g (row %zd)", -rho0, (Py_ssize_t)i); goto done; }
+    }
+    int st = vp_sim_add_vortons(self->s, (size_t)n, PyArray_DATA(pa), PyArray_DATA(wa), r, d);
+    if (st) { raise_status(st, "add_vortons"); goto done; }
+    res = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(pa); Py_XDECREF(wa); Py_XDECREF(ra); Py_XDECREF(da);
+    return res;
+}
+
+static PyObject *Sim_add_tracers(SimObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"position", "density", NULL};
+    PyObject *po, *dob = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:add_tracers", kwl, &po, &dob)) return NULL;
+    if (check_ready(self)) return NULL;
+    npy_intp n = -1;
+    PyArrayObject *pa = NULL, *da = NULL;
+    PyObject *res = NULL;
+    if (!(pa = as_rows(po, "position", 3, &n))) goto done;
+    if (dob) { if (!(da = as_per_particle(dob, "density", n))) goto done; }
+    else { npy_intp d1[1] = {n}; if (!(da = (PyArrayObject *)PyArray_ZEROS(1, d1, NPY_DOUBLE, 0))) goto done; }
+    int st = vp_sim_add_tracers(self->s, (size_t)n, PyArray_DATA(pa), PyArray_DATA(da));
+    if (st) { raise_status(st, "add_tracers"); goto done; }
+    res = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(pa); Py_XDECREF(da);
+    return res;
+}
+
+static vp_body *body_ptr(BodyObject *b)
+{
+    if (b->sim && b->sim->s && b->index < (Py_ssize_t)b->sim->s->n_bodies) return &b->sim->s->bodies[b->index];
+    return &b->local;
+}
+
+static PyObject *Sim_add_body(SimObject *self, PyObject *arg)
+{
+    if (check_ready(self)) return NULL;
+    if (!PyObject_TypeCheck(arg, &BodyType)) {
+        PyErr_Format(PyExc_TypeError, "body must be a vortonpy.RigidBody, got %R", Py_TYPE(arg));
+        return NULL;
+    }
+    BodyObject *b = (BodyObject *)arg;
+    if (b->sim) {
+        PyErr_SetString(PyExc_ValueError, "body is already part of a Sim");
+        return NULL;
+    }
+    if (PyList_Append(self->bodies, arg) < 0) return NULL;
+    int st = vp_sim_add_body(self->s, &b->local);
+    if (st) {
+        PySequence_DelItem(self->bodies, PyList_GET_SIZE(self->bodies) - 1);
+        return raise_status(st, "add_body");
+    }
+    b->index = (Py_ssize_t)self->s->n_bodies - 1;
+    Py_INCREF(self);
+    b->sim = self;
+    return Py_NewRef(arg);
+}
+
+static PyObject *Sim_add_emitter(SimObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"center", "half_size", "vorton_rate", "tracer_rate", "vorton_radius", "vorticity",
+                          "density", "debt", NULL};
+    PyObject *co, *ho, *debt = NULL;
+    double vr = 0, tr = 0, rad = 0.05, vort = 0, dens = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|dddddO:add_emitter", kwl, &co, &ho, &vr, &tr, &rad, &vort, &dens, &debt))
+        return NULL;
+    if (check_ready(self)) return NULL;
+    vp_emitter e;
+    memset(&e, 0, sizeof e);
+    if (parse_vec3(co, "center", e.center) || parse_vec3(ho, "half_size", e.half_size)) return NULL;
+    for (int a = 0; a < 3; a++)
+        if (e.half_size[a] < 0) { PyErr_SetString(PyExc_ValueError, "half_size must be >= 0"); return NULL; }
+    if (check_param("vorton_rate", vr, 0, 0, INFINITY) || check_param("tracer_rate", tr, 0, 0, INFINITY) ||
+        check_param("vorton_radius", rad, 0, 1, INFINITY) || check_param("vorticity", vort, 0, 0, INFINITY) ||
+        check_param("density", dens, -self->s->params.ambient_density, 1, INFINITY))
+        return NULL;
+    if (debt && debt != Py_None) {
+        double dd[2];
+        if (!PyArg_ParseTuple(debt, "dd", &dd[0], &dd[1])) return NULL;
+        e.vorton_debt = dd[0]; e.tracer_debt = dd[1];
+    }
+    e.vorton_rate = vr; e.tracer_rate = tr; e.vorton_radius = rad; e.vorticity = vort; e.density = dens;
+    int st = vp_sim_add_emitter(self->s, &e);
+    if (st) return raise_status(st, "add_emitter");
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sim_emitters(SimObject *self, void *c)
+{
+    if (!self->s) return raise_status(VP_ERR_STATE, "Sim");
+    PyObject *l = PyList_New(0);
+    if (!l) return NULL;
+    for (size_t i = 0; i < self->s->n_emitters; i++) {
+        vp_emitter *e = &self->s->emitters[i];
+        PyObject *d = Py_BuildValue("{s:N,s:N,s:d,s:d,s:d,s:d,s:d,s:(dd)}", "center", vec3(e->center), "half_size",
+                                    vec3(e->half_size), "vorton_rate", e->vorton_rate, "tracer_rate", e->tracer_rate,
+                                    "vorton_radius", e->vorton_radius, "vorticity", e->vorticity, "density", e->density,
+                                    "debt", e->vorton_debt, e->tracer_debt);
+        if (!d || PyList_Append(l, d) < 0) { Py_XDECREF(d); Py_DECREF(l); return NULL; }
+        Py_DECREF(d);
+    }
+    return l;
+}
+
+static const char *phase_name(int p) { return p >= 0 && p < VP_PHASE_COUNT ? vp_phase_names[p] : "unknown"; }
+
+static PyObject *Sim_step_n(SimObject *self, PyObject *args)
+{
+    Py_ssize_t n = 1;
+    if (!PyArg_ParseTuple(args, "|n:_step", &n)) return NULL;
+    if (check_ready(self)) return NULL;
+    if (n < 0) { PyErr_SetString(PyExc_ValueError, "steps must be >= 0"); return NULL; }
+    self->busy = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int st;
+        Py_BEGIN_ALLOW_THREADS
+        st = vp_sim_step(self->s);
+        Py_END_ALLOW_THREADS
+        if (st == VP_ERR_NONFINITE) {
+            self->busy = 0;
+            return PyErr_Format(PyExc_FloatingPointError, "non-finite value in frame %lld, phase '%s'",
+                                (long long)self->s->frame + 1, phase_name(self->s->failed_phase));
+        }
+        if (st) { self->busy = 0; return raise_status(st, "step"); }
+        if (PyErr_CheckSignals() < 0) { self->busy = 0; return NULL; }
+    }
+    self->busy = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sim_velocity_at(SimObject *self, PyObject *arg)
+{
+    if (check_ready(self)) return NULL;
+    npy_intp m = -1;
+    PyArrayObject *pts = as_rows(arg, "points", 3, &m);
+    if (!pts) return NULL;
+    npy_intp dims[2] = {m, 3};
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_DOUBLE);
+    if (!out) { Py_DECREF(pts); return NULL; }
+    int st;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    st = vp_sim_velocity_at(self->s, (size_t)m, PyArray_DATA(pts), PyArray_DATA(out));
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    Py_DECREF(pts);
+    if (st) { Py_DECREF(out); return raise_status(st, "velocity_at"); }
+    return (PyObject *)out;
+}
+
+static PyObject *Sim_update_velocity_grid(SimObject *self, PyObject *unused)
+{
+    if (check_ready(self)) return NULL;
+    int st;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    st = vp_sim_update_velocity_grid(self->s);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (st) return raise_status(st, "update_velocity_grid");
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sim_collide(SimObject *self, PyObject *unused)
+{
+    if (check_ready(self)) return NULL;
+    int st;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    st = vp_sim_collide(self->s);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (st) return raise_status(st, "collide");
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sim_grid(SimObject *self, PyObject *unused)
+{
+    if (check_ready(self)) return NULL;
+    vp_grid *g = &self->s->grid;
+    size_t nn = vp_grid_count(g);
+    npy_intp dims[4] = {g->n[2], g->n[1], g->n[0], 3};
+    PyObject *vel = NULL, *den = NULL;
+    if (self->s->grid_velocity && nn <= self->s->grid_allocated) {
+        vel = PyArray_SimpleNew(4, dims, NPY_DOUBLE);
+        den = PyArray_SimpleNew(3, dims, NPY_DOUBLE);
+        if (!vel || !den) { Py_XDECREF(vel); Py_XDECREF(den); return NULL; }
+        memcpy(PyArray_DATA((PyArrayObject *)vel), self->s->grid_velocity, 3 * nn * sizeof(double));
+        memcpy(PyArray_DATA((PyArrayObject *)den), self->s->grid_density, nn * sizeof(double));
+    } else {
+        vel = Py_NewRef(Py_None); den = Py_NewRef(Py_None);
+    }
+    return Py_BuildValue("{s:N,s:d,s:(iii),s:N,s:N}", "origin", vec3(g->origin), "spacing", g->h, "shape", g->n[2],
+                         g->n[1], g->n[0], "velocity", vel, "density", den);
+}
+
+static PyObject *Sim_diagnostics_c(SimObject *self, PyObject *args)
+{
+    PyObject *oo = NULL;
+    if (!PyArg_ParseTuple(args, "|O:_diagnostics", &oo)) return NULL;
+    if (check_ready(self)) return NULL;
+    double origin[3] = {0, 0, 0};
+    if (oo && oo != Py_None && parse_vec3(oo, "origin", origin)) return NULL;
+    vp_diagnostics d;
+    vp_sim_diagnostics(self->s, origin, &d);
+    return Py_BuildValue("{s:N,s:N,s:N,s:d,s:d,s:d,s:d,s:d}", "circulation", vec3(d.circulation), "linear_impulse",
+                         vec3(d.linear_impulse), "angular_impulse", vec3(d.angular_impulse), "enstrophy", d.enstrophy,
+                         "heat", d.heat, "fluid_heat", d.fluid_heat, "mass_deviation", d.mass_deviation,
+                         "kinetic_energy", d.kinetic_energy);
+}
+
+static PyObject *Sim_view(SimObject *self, PyObject *args)
+{
+    const char *kind, *field;
+    if (!PyArg_ParseTuple(args, "ss:_view", &kind, &field)) return NULL;
+    if (check_ready(self)) return NULL;
+    vp_sim *s = self->s;
+    if (!strcmp(kind, "vortons")) {
+        vp_vortons *v = &s->vortons;
+#define F(name, w) if (!strcmp(field, #name)) return make_view(v->name, v->n, w);
+        F(position, 3) F(vorticity, 3) F(radius, 1) F(density, 1) F(age, 1) F(velocity, 3)
+#undef F
+    } else if (!strcmp(kind, "tracers")) {
+        vp_tracers *t = &s->tracers;
+#define F(name, w) if (!strcmp(field, #name)) return make_view(t->name, t->n, w);
+        F(position, 3) F(velocity, 3) F(density, 1) F(age, 1)
+#undef F
+    }
+    return PyErr_Format(PyExc_KeyError, "no particle field %s.%s", kind, field);
+}
+
+static PyObject *Sim_count(SimObject *self, PyObject *arg)
+{
+    if (!self->s) return raise_status(VP_ERR_STATE, "Sim");
+    const char *kind = PyUnicode_AsUTF8(arg);
+    if (!kind) return NULL;
+    if (!strcmp(kind, "vortons")) return PyLong_FromSize_t(self->s->vortons.n);
+    if (!strcmp(kind, "tracers")) return PyLong_FromSize_t(self->s->tracers.n);
+    return PyErr_Format(PyExc_KeyError, "no particle kind %s", kind);
+}
+
+/* Remove particles where keep is False (a boolean mask of the current length). */
+static PyObject *Sim_keep(SimObject *self, PyObject *args)
+{
+    const char *kind;
+    PyObject *mo;
+    if (!PyArg_ParseTuple(args, "sO:_keep", &kind, &mo)) return NULL;
+    if (check_ready(self)) return NULL;
+    int vort = !strcmp(kind, "vortons");
+    size_t n = vort ? self->s->vortons.n : self->s->tracers.n;
+    PyArrayObject *m = (PyArrayObject *)PyArray_FromAny(mo, PyArray_DescrFromType(NPY_BOOL), 1, 1,
+                                                       NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+    if (!m) return NULL;
+    if ((size_t)PyArray_DIM(m, 0) != n) {
+        Py_DECREF(m);
+        return PyErr_Format(PyExc_ValueError, "keep must have shape (%zu,)", n);
+    }
+    int st = vort ? vp_sim_compact_vortons(self->s, PyArray_DATA(m)) : vp_sim_compact_tracers(self->s, PyArray_DATA(m));
+    Py_DECREF(m);
+    if (st) return raise_status(st, "remove");
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sim_get_time(SimObject *self, void *c) { return self->s ? PyFloat_FromDouble(self->s->time) : raise_status(VP_ERR_STATE, "Sim"); }
+static int Sim_set_time(SimObject *self, PyObject *v, void *c)
+{
+    double t;
+    if (!v || check_ready(self) || get_double(v, "time", &t) || check_param("time", t, -INFINITY, 0, INFINITY)) return -1;
+    self->s->time = t;
+    return 0;
+}
+static PyObject *Sim_get_frame(SimObject *self, void *c) { return self->s ? PyLong_FromLongLong(self->s->frame) : raise_status(VP_ERR_STATE, "Sim"); }
+static int Sim_set_frame(SimObject *self, PyObject *v, void *c)
+{
+    if (!v || check_ready(self)) return -1;
+    long long f = PyLong_AsLongLong(v);
+    if (f == -1 && PyErr_Occurred()) return -1;
+    if (f < 0) { PyErr_SetString(PyExc_ValueError, "frame must be >= 0"); return -1; }
+    self->s->frame = f;
+    return 0;
+}
+static PyObject *Sim_get_gravity(SimObject *self, void *c) { return self->s ? vec3(self->s->params.gravity) : raise_status(VP_ERR_STATE, "Sim"); }
+static int Sim_set_gravity(SimObject *self, PyObject *v, void *c)
+{
+    double g[3];
+    if (!v || check_ready(self) || parse_vec3(v, "gravity", g)) return -1;
+    memcpy(self->s->params.gravity, g, sizeof g);
+    return 0;
+}
+static PyObject *Sim_get_solver(SimObject *self, void *c) { return self->s ? PyUnicode_FromString(solver_name(self->s->params.solver)) : raise_status(VP_ERR_STATE, "Sim"); }
+static int Sim_set_solver(SimObject *self, PyObject *v, void *c)
+{
+    int s;
+    if (!v || check_ready(self) || parse_solver(v, &s)) return -1;
+    self->s->params.solver = s;
+    return 0;
+}
+static PyObject *Sim_get_threads(SimObject *self, void *c) { return self->s ? PyLong_FromLong(self->s->params.threads) : raise_status(VP_ERR_STATE, "Sim"); }
+static int Sim_set_threads(SimObject *self, PyObject *v, void *c)
+{
+    int t;
+    if (!v || check_ready(self) || parse_threads(v, &t)) return -1;
+    self->s->params.threads = t;
+    return 0;
+}
+static PyObject *Sim_get_grid_max_points(SimObject *self, void *c) { return self->s ? PyLong_FromSize_t(self->s->params.grid_max_points) : raise_status(VP_ERR_STATE, "Sim"); }
+static int Sim_set_grid_max_points(SimObject *self, PyObject *v, void *c)
+{
+    double x;
+    if (!v || check_ready(self) || get_double(v, "grid_max_points", &x) || check_param("grid_max_points", x, 27, 0, 1e10)) return -1;
+    self->s->params.grid_max_points = (size_t)x;
+    return 0;
+}
+static PyObject *Sim_get_timings(SimObject *self, void *c)
+{
+    if (!self->s) return raise_status(VP_ERR_STATE, "Sim");
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    double total = 0;
+    for (int p = 0; p < VP_PHASE_COUNT; p++) {
+        PyObject *v = PyFloat_FromDouble(self->s->timings[p]);
+        total += self->s->timings[p];
+        if (!v || PyDict_SetItemString(d, vp_phase_names[p], v) < 0) { Py_XDECREF(v); Py_DECREF(d); return NULL; }
+        Py_DECREF(v);
+    }
+    PyObject *v = PyFloat_FromDouble(total);
+    if (!v || PyDict_SetItemString(d, "total", v) < 0) { Py_XDECREF(v); Py_DECREF(d); return NULL; }
+    Py_DECREF(v);
+    return d;
+}
+static PyObject *Sim_get_interactions(SimObject *self, void *c) { return self->s ? PyLong_FromUnsignedLongLong(self->s->interactions) : raise_status(VP_ERR_STATE, "Sim"); }
+static PyObject *Sim_get_bodies(SimObject *self, void *c) { return PyList_GetSlice(self->bodies, 0, PY_SSIZE_T_MAX); }
+static PyObject *Sim_get_rng(SimObject *self, void *c)
+{
+    if (!self->s) return raise_status(VP_ERR_STATE, "Sim");
+    uint64_t *r = self->s->rng;
+    return Py_BuildValue("(KKKK)", (unsigned long long)r[0], (unsigned long long)r[1], (unsigned long long)r[2], (unsigned long long)r[3]);
+}
+static int Sim_set_rng(SimObject *self, PyObject *v, void *c)
+{
+    unsigned long long r[4];
+    if (!v || check_ready(self)) return -1;
+    if (!PyArg_ParseTuple(v, "KKKK", &r[0], &r[1], &r[2], &r[3])) return -1;
+    for (int i = 0; i < 4; i++) self->s->rng[i] = r[i];
+    return 0;
+}
+
+static PyMethodDef Sim_methods[] = {
+    {"add_vortons", (PyCFunction)(void (*)(void))Sim_add_vortons, METH_VARARGS | METH_KEYWORDS,
+     "add_vortons(position, vorticity, radius, density=0.0)\n--\n\nAdd vortons: position and vorticity (N, 3), "
+     "radius and density deviation scalars or (N,). Vorticity is w, not angular velocity (w/2)."},
+    {"add_tracers", (PyCFunction)(void (*)(void))Sim_add_tracers, METH_VARARGS | METH_KEYWORDS,
+     "add_tracers(position, density=0.0)\n--\n\nAdd passive tracers at (N, 3) positions."},
+    {"add_body", (PyCFunction)Sim_add_body, METH_O, "add_body(body)\n--\n\nAdd a RigidBody; returns it, now live."},
+    {"add_emitter", (PyCFunction)(void (*)(void))Sim_add_emitter, METH_VARARGS | METH_KEYWORDS,
+     "add_emitter(center, half_size, vorton_rate=0, tracer_rate=0, vorton_radius=0.05, vorticity=0, density=0)\n--\n\n"
+     "Add a source of vortons and tracers (per unit time) in a box."},
+    {"_step", (PyCFunction)Sim_step_n, METH_VARARGS, "_step(n=1): n steps in C, GIL released."},
+    {"velocity_at", (PyCFunction)Sim_velocity_at, METH_O,
+     "velocity_at(points)\n--\n\nFluid velocity (K, 3) at (K, 3) points, summed from the vortons by the "
+     "sim's solver (the tree for 'tree' and 'poisson'), not interpolated from the grid."},
+    {"update_velocity_grid", (PyCFunction)Sim_update_velocity_grid, METH_NOARGS,
+     "Recompute the domain grid and the velocity on it from the current vortons."},
+    {"collide", (PyCFunction)Sim_collide, METH_NOARGS,
+     "Apply the fluid-body boundary conditions now (ejection, vorticity assignment, momentum and heat hand-over)."},
+    {"grid", (PyCFunction)Sim_grid, METH_NOARGS, "grid()\n--\n\nThe last step's grid: origin, spacing, shape (z, y, x), velocity and density copies."},
+    {"_diagnostics", (PyCFunction)Sim_diagnostics_c, METH_VARARGS, "_diagnostics(origin=None)"},
+    {"_view", (PyCFunction)Sim_view, METH_VARARGS, "_view(kind, field): a live view"},
+    {"_count", (PyCFunction)Sim_count, METH_O, "_count(kind)"},
+    {"_keep", (PyCFunction)Sim_keep, METH_VARARGS, "_keep(kind, mask): remove particles where mask is False"},
+    {NULL}};
+
+static PyGetSetDef Sim_getset[N_PARAMS + 16];
+
+static PyTypeObject SimType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "vortonpy._core.Sim",
+    .tp_basicsize = sizeof(SimObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The C core of a vorton fluid simulation (see vortonpy.Sim).",
+    .tp_new = Sim_new,
+    .tp_init = (initproc)Sim_init,
+    .tp_dealloc = (destructor)Sim_dealloc,
+    .tp_traverse = (traverseproc)Sim_traverse,
+    .tp_clear = (inquiry)Sim_clear,
+    .tp_methods = Sim_methods,
+    .tp_getset = Sim_getset,
+};
+
+/* ------------------------------------------------------------------ RigidBody */
+static void Body_dealloc(BodyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->sim);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+static int Body_traverse(BodyObject *self, visitproc visit, void *arg) { Py_VISIT(self->sim); return 0; }
+static int Body_clear(BodyObject *self) { Py_CLEAR(self->sim); return 0; }
+
+static int body_busy(BodyObject *self)
+{
+    if (self->sim && self->sim->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the body's Sim is busy in another thread");
+        return -1;
+    }
+    return 0;
+}
+
+static int Body_init(BodyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"position", "velocity", "angular_velocity", "radius", "mass", "temperature",
+                          "thermal_conductivity", "heat_capacity", "fixed", "gravity", "orientation", NULL};
+    PyObject *po = NULL, *vo = NULL, *wo = NULL, *oo = NULL;
+    double radius = 1.0, mass = 1.0, T = 1.0, k = 0.2, C = 1e5;
+    int fixed = 0, grav = 1;
+    if (self->sim) { PyErr_SetString(PyExc_RuntimeError, "body is already part of a Sim"); return -1; }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOdddddppO:RigidBody", kwl, &po, &vo, &wo, &radius, &mass, &T, &k,
+                                     &C, &fixed, &grav, &oo))
+        return -1;
+    vp_body b;
+    vp_body_init(&b);
+    if (parse_vec3(po, "position", b.position) || parse_vec3(vo, "velocity", b.velocity) ||
+        parse_vec3(wo, "angular_velocity", b.angular_velocity))
+        return -1;
+    if (check_param("radius", radius, 0, 1, INFINITY) || check_param("mass", mass, 0, 1, INFINITY) ||
+        check_param("temperature", T, 0, 1, INFINITY) || check_param("thermal_conductivity", k, 0, 0, INFINITY) ||
+        check_param("heat_capacity", C, 0, 1, INFINITY))
+        return -1;
+    if (oo) {
+        npy_intp one = 1;
+        PyArrayObject *q = as_rows(oo, "orientation", 4, &one);
+        if (!q) return -1;
+        double *d = PyArray_DATA(q), nrm = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + d[3] * d[3]);
+        if (!(nrm > 0)) { Py_DECREF(q); PyErr_SetString(PyExc_ValueError, "orientation must be a non-zero quaternion"); return -1; }
+        for (int i = 0; i < 4; i++) b.orientation[i] = d[i] / nrm;
+        Py_DECREF(q);
+    }
+    b.radius = radius; b.mass = mass; b.temperature = T; b.thermal_conductivity = k; b.heat_capacity = C;
+    b.fixed = fixed || isinf(mass); b.gravity = grav;
+    /* momenta from the given velocities */
+    int f = b.fixed; b.fixed = 1; vp_body_sync(&b); b.fixed = f;
+    self->local = b;
+    return 0;
+}
+
+enum { BV_POSITION, BV_VELOCITY, BV_ANGVEL, BV_MOMENTUM, BV_ANGMOM, BV_FORCE, BV_TORQUE, BV_FLUID_IMPULSE, BV_FLUID_ANGIMP };
+
+static PyObject *Body_getvec(BodyObject *self, void *closure)
+{
+    vp_body *b = body_ptr(self);
+    switch ((int)(size_t)closure) {
+    case BV_POSITION: return vec3(b->position);
+    case BV_VELOCITY: return vec3(b->velocity);
+    case BV_ANGVEL: return vec3(b->angular_velocity);
+    case BV_MOMENTUM: return vec3(b->momentum);
+    case BV_ANGMOM: return vec3(b->angular_momentum);
+    case BV_FORCE: return vec3(b->force);
+    case BV_TORQUE: return vec3(b->torque);
+    case BV_FLUID_IMPULSE: return vec3(b->fluid_impulse);
+    default: return vec3(b->fluid_angular_impulse);
+    }
+}
+
+static const char *const vec_names[] = {"position", "velocity", "angular_velocity", "momentum", "angular_momentum",
+                                        "force", "torque", "fluid_impulse", "fluid_angular_impulse"};
+
+static int Body_setvec(BodyObject *self, PyObject *val, void *closure)
+{
+    int which = (int)(size_t)closure;
+    if (!val) { PyErr_SetString(PyExc_AttributeError, "cannot delete"); return -1; }
+    if (body_busy(self)) return -1;
+    double v[3];
+    if (parse_vec3(val, vec_names[which], v)) return -1;
+    vp_body *b = body_ptr(self);
+    double inertia = vp_body_inertia(b);
+    switch (which) {
+    case BV_POSITION: memcpy(b->position, v, sizeof v); break;
+    case BV_VELOCITY: for (int a = 0; a < 3; a++) { b->velocity[a] = v[a]; b->momentum[a] = b->mass * v[a]; } break;
+    case BV_ANGVEL: for (int a = 0; a < 3; a++) { b->angular_velocity[a] = v[a]; b->angular_momentum[a] = inertia * v[a]; } break;
+    case BV_MOMENTUM: for (int a = 0; a < 3; a++) { b->momentum[a] = v[a]; b->velocity[a] = v[a] / b->mass; } break;
+    case BV_ANGMOM: for (int a = 0; a < 3; a++) { b->angular_momentum[a] = v[a]; b->angular_velocity[a] = v[a] / inertia; } break;
+    default: PyErr_Format(PyExc_AttributeError, "%s is read-only", vec_names[which]); return -1;
+    }
+    return 0;
+}
+
+enum { BS_RADIUS, BS_MASS, BS_TEMPERATURE, BS_CONDUCTIVITY, BS_CAPACITY, BS_HEAT_RECEIVED, BS_INERTIA };
+static const char *const scal_names[] = {"radius", "mass", "temperature", "thermal_conductivity", "heat_capacity",
+                                         "heat_received", "inertia"};
+
+static PyObject *Body_getscal(BodyObject *self, void *closure)
+{
+    vp_body *b = body_ptr(self);
+    switch ((int)(size_t)closure) {
+    case BS_RADIUS: return PyFloat_FromDouble(b->radius);
+    case BS_MASS: return PyFloat_FromDouble(b->mass);
+    case BS_TEMPERATURE: return PyFloat_FromDouble(b->temperature);
+    case BS_CONDUCTIVITY: return PyFloat_FromDouble(b->thermal_conductivity);
+    case BS_CAPACITY: return PyFloat_FromDouble(b->heat_capacity);
+    case BS_HEAT_RECEIVED: return PyFloat_FromDouble(b->heat_received);
+    default: return PyFloat_FromDouble(vp_body_inertia(b));
+    }
+}
+
+static int Body_setscal(BodyObject *self, PyObject *val, void *closure)
+{
+    int which = (int)(size_t)closure;
+    double v;
+    if (!val) { PyErr_SetString(PyExc_AttributeError, "cannot delete"); return -1; }
+    if (body_busy(self)) return -1;
+    if (which >= BS_HEAT_RECEIVED) { PyErr_Format(PyExc_AttributeError, "%s is read-only", scal_names[which]); return -1; }
+    if (get_double(val, scal_names[which], &v)) return -1;
+    int bad = which == BS_CONDUCTIVITY ? check_param(scal_names[which], v, 0, 0, INFINITY)
+                                       : check_param(scal_names[which], v, 0, 1, INFINITY);
+    if (bad) return -1;
+    if (which == BS_TEMPERATURE && !isfinite(v)) { PyErr_SetString(PyExc_ValueError, "temperature must be finite"); return -1; }
+    vp_body *b = body_ptr(self);
+    switch (which) {
+    case BS_RADIUS: b->radius = v; break;
+    case BS_MASS: if (isinf(v)) b->fixed = 1; b->mass = v; break;
+    case BS_TEMPERATURE: b->temperature = v; break;
+    case BS_CONDUCTIVITY: b->thermal_conductivity = v; break;
+    case BS_CAPACITY: b->heat_capacity = v; break;
+    }
+    if (which == BS_RADIUS || which == BS_MASS) { /* keep velocities, recompute momenta */
+        int f = b->fixed; b->fixed = 1; vp_body_sync(b); b->fixed = f;
+    }
+    return 0;
+}
+
+static PyObject *Body_getflag(BodyObject *self, void *closure)
+{
+    vp_body *b = body_ptr(self);
+    return PyBool_FromLong(closure ? b->gravity : b->fixed);
+}
+
+static int Body_setflag(BodyObject *self, PyObject *val, void *closure)
+{
+    if (!val) { PyErr_SetString(PyExc_AttributeError, "cannot delete"); return -1; }
+    if (body_busy(self)) return -1;
+    int t = PyObject_IsTrue(val);
+    if (t < 0) return -1;
+    vp_body *b = body_ptr(self);
+    if (closure) b->gravity = t;
+    else {
+        if (!t && isinf(b->mass)) { PyErr_SetString(PyExc_ValueError, "a body of infinite mass must stay fixed"); return -1; }
+        if (b->fixed && !t) { int f = 1; b->fixed = 1; vp_body_sync(b); b->fixed = f; }
+        b->fixed = t;
+    }
+    return 0;
+}
+
+static PyObject *Body_get_orientation(BodyObject *self, void *c)
+{
+    npy_intp dims[1] = {4};
+    PyObject *a = PyArray_SimpleNew(1, dims, NPY_DOUBLE);
+    if (a) memcpy(PyArray_DATA((PyArrayObject *)a), body_ptr(self)->orientation, 4 * sizeof(double));
+    return a;
+}
+
+static int Body_set_orientation(BodyObject *self, PyObject *val, void *c)
+{
+    if (!val) { PyErr_SetString(PyExc_AttributeError, "cannot delete"); return -1; }
+    if (body_busy(self)) return -1;
+    npy_intp one = 1;
+    PyArrayObject *q = as_rows(val, "orientation", 4, &one);
+    if (!q) return -1;
+    double *d = PyArray_DATA(q), nrm = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + d[3] * d[3]);
+    if (!(nrm > 0)) { Py_DECREF(q); PyErr_SetString(PyExc_ValueError, "orientation must be a non-zero quaternion"); return -1; }
+    for (int i = 0; i < 4; i++) body_ptr(self)->orientation[i] = d[i] / nrm;
+    Py_DECREF(q);
+    return 0;
+}
+
+static PyObject *Body_get_sim(BodyObject *self, void *c) { return Py_NewRef(self->sim ? (PyObject *)self->sim : Py_None); }
+
+/* Restore the accumulated hand-over totals (used by Sim.load). */
+static PyObject *Body_set_totals(BodyObject *self, PyObject *args)
+{
+    PyObject *io, *ao;
+    double heat;
+    if (!PyArg_ParseTuple(args, "OOd:_set_totals", &io, &ao, &heat)) return NULL;
+    if (body_busy(self)) return NULL;
+    double i3[3], a3[3];
+    if (parse_vec3(io, "fluid_impulse", i3) || parse_vec3(ao, "fluid_angular_impulse", a3)) return NULL;
+    vp_body *b = body_ptr(self);
+    memcpy(b->fluid_impulse, i3, sizeof i3);
+    memcpy(b->fluid_angular_impulse, a3, sizeof a3);
+    b->heat_received = heat;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Body_apply_impulse(BodyObject *self, PyObject *args)
+{
+    PyObject *jo, *to = NULL;
+    if (!PyArg_ParseTuple(args, "O|O:apply_impulse", &jo, &to)) return NULL;
+    if (body_busy(self)) return NULL;
+    double j[3], t[3] = {0, 0, 0};
+    if (parse_vec3(jo, "impulse", j) || parse_vec3(to, "angular_impulse", t)) return NULL;
+    vp_body *b = body_ptr(self);
+    if (b->fixed) Py_RETURN_NONE;
+    for (int a = 0; a < 3; a++) { b->momentum[a] += j[a]; b->angular_momentum[a] += t[a]; }
+    vp_body_sync(b);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Body_methods[] = {
+    {"apply_impulse", (PyCFunction)Body_apply_impulse, METH_VARARGS,
+     "apply_impulse(impulse, angular_impulse=(0, 0, 0))\n--\n\nChange momentum and angular momentum at once "
+     "(ignored by fixed bodies)."},
+    {"_set_totals", (PyCFunction)Body_set_totals, METH_VARARGS, "restore hand-over totals"},
+    {NULL}};
+
+#define VG(name, id, doc) {name, (getter)Body_getvec, (setter)Body_setvec, doc, (void *)(size_t)(id)}
+#define SG(name, id, doc) {name, (getter)Body_getscal, (setter)Body_setscal, doc, (void *)(size_t)(id)}
+static PyGetSetDef Body_getset[] = {
+    VG("position", BV_POSITION, "centre (3,) [copy; assign to move]"),
+    VG("velocity", BV_VELOCITY, "linear velocity (3,)"),
+    VG("angular_velocity", BV_ANGVEL, "angular velocity (3,) [rad/time]"),
+    VG("momentum", BV_MOMENTUM, "linear momentum M v (3,)"),
+    VG("angular_momentum", BV_ANGMOM, "angular momentum I W about the centre (3,)"),
+    VG("force", BV_FORCE, "force accumulated for the next integration (read-only)"),
+    VG("torque", BV_TORQUE, "torque accumulated for the next integration (read-only)"),
+    VG("fluid_impulse", BV_FLUID_IMPULSE, "total linear impulse the fluid has handed to the body (read-only)"),
+    VG("fluid_angular_impulse", BV_FLUID_ANGIMP, "total angular impulse the fluid has handed to the body (read-only)"),
+    SG("radius", BS_RADIUS, "sphere radius R"),
+    SG("mass", BS_MASS, "mass M (inf: fixed)"),
+    SG("temperature", BS_TEMPERATURE, "temperature Tb (ambient fluid is 1)"),
+    SG("thermal_conductivity", BS_CONDUCTIVITY, "conductance kb to each vorton in contact"),
+    SG("heat_capacity", BS_CAPACITY, "heat capacity Cb (inf: a thermostat)"),
+    SG("heat_received", BS_HEAT_RECEIVED, "total heat received from the fluid (read-only)"),
+    SG("inertia", BS_INERTIA, "moment of inertia 2/5 M R^2 (read-only)"),
+    {"fixed", (getter)Body_getflag, (setter)Body_setflag, "kinematic: moves with its set velocities, never pushed", (void *)0},
+    {"gravity", (getter)Body_getflag, (setter)Body_setflag, "gravity and buoyancy act on this body", (void *)1},
+    {"orientation", (getter)Body_get_orientation, (setter)Body_set_orientation, "unit quaternion (w, x, y, z)", NULL},
+    {"sim", (getter)Body_get_sim, NULL, "the Sim this body belongs to, or None", NULL},
+    {NULL}};
+
+static PyTypeObject BodyType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "vortonpy._core.RigidBody",
+    .tp_basicsize = sizeof(BodyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "RigidBody(position=(0,0,0), velocity=(0,0,0), angular_velocity=(0,0,0), radius=1.0, mass=1.0,\n"
+              "          temperature=1.0, thermal_conductivity=0.2, heat_capacity=1e5, fixed=False, gravity=True)\n\n"
+              "A rigid sphere that stirs the fluid and is pushed, slowed, spun and heated by it.\n"
+              "Vector attributes return copies; assign to change them.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Body_init,
+    .tp_dealloc = (destructor)Body_dealloc,
+    .tp_traverse = (traverseproc)Body_traverse,
+    .tp_clear = (inquiry)Body_clear,
+    .tp_methods = Body_methods,
+    .tp_getset = Body_getset,
+};
+
+/* ------------------------------------------------------------------ module */
+static PyObject *mod_openmp(PyObject *m, PyObject *u)
+{
+#ifdef _OPENMP
+    Py_RETURN_TRUE;
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
+static PyObject *mod_kernel_velocity(PyObject *m, PyObject *args)
+{
+    /* the regularised kernel itself, for tests: velocity at points from given vortons */
+    PyObject *xo, *ao, *ro, *po;
+    if (!PyArg_ParseTuple(args, "OOOO:direct_velocity", &xo, &ao, &ro, &po)) return NULL;
+    npy_intp n = -1, m2 = -1;
+    PyArrayObject *x = NULL, *a = NULL, *r = NULL, *p = NULL, *out = NULL;
+    if (!(x = as_rows(xo, "position", 3, &n)) || !(a = as_rows(ao, "strength", 3, &n)) ||
+        !(r = as_per_particle(ro, "radius", n)) || !(p = as_rows(po, "points", 3, &m2)))
+        goto done;
+    npy_intp dims[2] = {m2, 3};
+    if (!(out = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_DOUBLE))) goto done;
+    Py_BEGIN_ALLOW_THREADS
+    vp_direct_velocity((size_t)n, PyArray_DATA(x), PyArray_DATA(a), PyArray_DATA(r), (size_t)m2, PyArray_DATA(p),
+                       PyArray_DATA(out), 1);
+    Py_END_ALLOW_THREADS
+done:
+    Py_XDECREF(x); Py_XDECREF(a); Py_XDECREF(r); Py_XDECREF(p);
+    return (PyObject *)out;
+}
+
+static PyMethodDef mod_methods[] = {
+    {"has_openmp", mod_openmp, METH_NOARGS, "True if the core was built with OpenMP."},
+    {"direct_velocity", mod_kernel_velocity, METH_VARARGS,
+     "direct_velocity(position, strength, radius, points)\n--\n\nVelocity at points induced by vortons of the given "
+     "strengths (w V), by direct summation of the regularised Biot-Savart kernel."},
+    {NULL}};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "vortonpy._core", "The C core of vortonpy.", -1, mod_methods};
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    import_array();
+    size_t k = 0;
+    for (size_t i = 0; i < N_PARAMS; i++, k++)
+        Sim_getset[k] = (PyGetSetDef){(char *)PARAMS[i].name, (getter)Sim_getparam, (setter)Sim_setparam,
+                                      (char *)PARAMS[i].doc, (void *)i};
+    Sim_getset[k++] = (PyGetSetDef){"time", (getter)Sim_get_time, (setter)Sim_set_time, "simulated time", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"frame", (getter)Sim_get_frame, (setter)Sim_set_frame, "steps taken", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"gravity", (getter)Sim_get_gravity, (setter)Sim_set_gravity, "gravity g (3,)", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"solver", (getter)Sim_get_solver, (setter)Sim_set_solver, "'direct', 'tree' or 'poisson'", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"threads", (getter)Sim_get_threads, (setter)Sim_set_threads, "OpenMP threads", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"grid_max_points", (getter)Sim_get_grid_max_points, (setter)Sim_set_grid_max_points,
+                                    "upper bound on grid nodes", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"timings", (getter)Sim_get_timings, NULL, "milliseconds per phase of the last step", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"interactions", (getter)Sim_get_interactions, NULL,
+                                    "velocity-solver interactions (pairs + supervortons) of the last solve", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"bodies", (getter)Sim_get_bodies, NULL, "list of RigidBody", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"emitters", (getter)Sim_emitters, NULL, "list of emitter settings (dicts)", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"_rng_state", (getter)Sim_get_rng, (setter)Sim_set_rng, "emitter RNG state", NULL};
+    Sim_getset[k] = (PyGetSetDef){NULL};
+    if (PyType_Ready(&SimType) < 0 || PyType_Ready(&BodyType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Sim", (PyObject *)&SimType) < 0 ||
+        PyModule_AddObjectRef(m, "RigidBody", (PyObject *)&BodyType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,191 @@
+/* particles.c: struct-of-arrays storage for vortons and tracers (physics.md 1): reference-
+ * counted blocks, growth by doubling, stable removal, and the xoshiro random numbers that
+ * emitters draw from.  All allocation of particle memory happens here. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "vortonpy.h"
+
+vp_buffer *vp_buffer_create(size_t n_allocated)
+{
+    if (n_allocated > (SIZE_MAX - sizeof(vp_buffer)) / sizeof(double)) return NULL;
+    vp_buffer *b = malloc(sizeof(vp_buffer) + (n_allocated ? n_allocated : 1) * sizeof(double));
+    if (!b) return NULL;
+    b->refcount = 1;
+    b->n_allocated = n_allocated;
+    return b;
+}
+
+void vp_buffer_retain(vp_buffer *b) { if (b) __atomic_add_fetch(&b->refcount, 1, __ATOMIC_RELAXED); }
+
+void vp_buffer_release(vp_buffer *b)
+{
+    if (b && __atomic_sub_fetch(&b->refcount, 1, __ATOMIC_ACQ_REL) == 0) free(b);
+}
+
+#define VORTON_FIELDS(X) X(position, 3) X(vorticity, 3) X(radius, 1) X(density, 1) X(age, 1) X(velocity, 3)
+#define TRACER_FIELDS(X) X(position, 3) X(velocity, 3) X(density, 1) X(age, 1)
+
+static size_t grown(size_t have, size_t need)
+{
+    size_t cap = have ? have : 64;
+    while (cap < need) {
+        if (cap > SIZE_MAX / 2) return need;
+        cap *= 2;
+    }
+    return cap;
+}
+
+/* Growth allocates all new blocks before releasing any old one, so failure loses nothing. */
+int vp_sim_reserve_vortons(vp_sim *s, size_t need)
+{
+    vp_vortons *v = &s->vortons;
+    if (need <= v->n_allocated && v->position) return VP_OK;
+    size_t cap = grown(v->n_allocated, need);
+    vp_buffer *nb[6] = {0};
+    int k = 0;
+#define NEW(f, w) if (!(nb[k++] = vp_buffer_create(cap * (w)))) goto fail;
+    VORTON_FIELDS(NEW)
+#undef NEW
+    k = 0;
+#define SWAP(f, w) if (v->f && v->n) memcpy(nb[k]->data, v->f->data, v->n * (w) * sizeof(double)); \
+    vp_buffer_release(v->f); v->f = nb[k++];
+    VORTON_FIELDS(SWAP)
+#undef SWAP
+    v->n_allocated = cap;
+    return VP_OK;
+fail:
+    for (int i = 0; i < 6; i++) vp_buffer_release(nb[i]);
+    return VP_ERR_NOMEM;
+}
+
+int vp_sim_reserve_tracers(vp_sim *s, size_t need)
+{
+    vp_tracers *t = &s->tracers;
+    if (need <= t->n_allocated && t->position) return VP_OK;
+    size_t cap = grown(t->n_allocated, need);
+    vp_buffer *nb[4] = {0};
+    int k = 0;
+#define NEW(f, w) if (!(nb[k++] = vp_buffer_create(cap * (w)))) goto fail;
+    TRACER_FIELDS(NEW)
+#undef NEW
+    k = 0;
+#define SWAP(f, w) if (t->f && t->n) memcpy(nb[k]->data, t->f->data, t->n * (w) * sizeof(double)); \
+    vp_buffer_release(t->f); t->f = nb[k++];
+    TRACER_FIELDS(SWAP)
+#undef SWAP
+    t->n_allocated = cap;
+    return VP_OK;
+fail:
+    for (int i = 0; i < 4; i++) vp_buffer_release(nb[i]);
+    return VP_ERR_NOMEM;
+}
+
+int vp_sim_add_vortons(vp_sim *s, size_t n, const double *pos, const double *vort,
+                       const double *radius, const double *density)
+{
+    if (n == 0) return VP_OK;
+    if (s->vortons.n > SIZE_MAX / 64 - n) return VP_ERR_NOMEM;
+    int st = vp_sim_reserve_vortons(s, s->vortons.n + n);
+    if (st) return st;
+    vp_vortons *v = &s->vortons;
+    size_t o = v->n;
+    memcpy(v->position->data + 3 * o, pos, 3 * n * sizeof(double));
+    memcpy(v->vorticity->data + 3 * o, vort, 3 * n * sizeof(double));
+    memcpy(v->radius->data + o, radius, n * sizeof(double));
+    memcpy(v->density->data + o, density, n * sizeof(double));
+    memset(v->age->data + o, 0, n * sizeof(double));
+    memset(v->velocity->data + 3 * o, 0, 3 * n * sizeof(double));
+    v->n += n;
+    return VP_OK;
+}
+
+int vp_sim_add_tracers(vp_sim *s, size_t n, const double *pos, const double *density)
+{
+    if (n == 0) return VP_OK;
+    if (s->tracers.n > SIZE_MAX / 64 - n) return VP_ERR_NOMEM;
+    int st = vp_sim_reserve_tracers(s, s->tracers.n + n);
+    if (st) return st;
+    vp_tracers *t = &s->tracers;
+    size_t o = t->n;
+    memcpy(t->position->data + 3 * o, pos, 3 * n * sizeof(double));
+    memset(t->velocity->data + 3 * o, 0, 3 * n * sizeof(double));
+    memcpy(t->density->data + o, density, n * sizeof(double));
+    memset(t->age->data + o, 0, n * sizeof(double));
+    t->n += n;
+    return VP_OK;
+}
+
+/* Stable compaction of one field; copies into a fresh block when a view shares the old one,
+ * so a view never sees its rows shuffled under it. */
+static int compact_field(vp_buffer **slot, size_t n, size_t cap, int w, const unsigned char *keep)
+{
+    vp_buffer *dst = *slot;
+    if (__atomic_load_n(&(*slot)->refcount, __ATOMIC_ACQUIRE) > 1) {
+        dst = vp_buffer_create(cap * (size_t)w);
+        if (!dst) return VP_ERR_NOMEM;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++)
+        if (keep[i]) {
+            if (dst != *slot || o != i) memmove(dst->data + o * w, (*slot)->data + i * w, (size_t)w * sizeof(double));
+            o++;
+        }
+    if (dst != *slot) { vp_buffer_release(*slot); *slot = dst; }
+    return VP_OK;
+}
+
+int vp_sim_compact_vortons(vp_sim *s, const unsigned char *keep)
+{
+    vp_vortons *v = &s->vortons;
+    size_t m = 0;
+    for (size_t i = 0; i < v->n; i++) m += keep[i] != 0;
+    if (m == v->n) return VP_OK;
+    int st;
+#define C(f, w) if ((st = compact_field(&v->f, v->n, v->n_allocated, w, keep))) return st;
+    VORTON_FIELDS(C)
+#undef C
+    v->n = m;
+    return VP_OK;
+}
+
+int vp_sim_compact_tracers(vp_sim *s, const unsigned char *keep)
+{
+    vp_tracers *t = &s->tracers;
+    size_t m = 0;
+    for (size_t i = 0; i < t->n; i++) m += keep[i] != 0;
+    if (m == t->n) return VP_OK;
+    int st;
+#define C(f, w) if ((st = compact_field(&t->f, t->n, t->n_allocated, w, keep))) return st;
+    TRACER_FIELDS(C)
+#undef C
+    t->n = m;
+    return VP_OK;
+}
+
+/* xoshiro256** (Blackman and Vigna, public domain algorithm), seeded by splitmix64. */
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+void vp_rng_seed(uint64_t st[4], uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) {
+        uint64_t z = (seed += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        st[i] = z ^ (z >> 31);
+    }
+}
+
+double vp_rng_uniform(uint64_t s[4])
+{
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 45);
+    return (double)(r >> 11) * 0x1.0p-53;
+}
+
+double vp_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}

@@ -1,0 +1,243 @@
+/* vortonpy.h: the public C API of the vorton fluid core.
+ *
+ * The core is plain C99 (+ optional OpenMP) and knows nothing of Python; module.c is the
+ * only file that includes Python.h.  Every function returns 0 (VP_OK) on success or a
+ * negative vp_status; none prints or exits.  Physics references ("physics.md 2.5") point at
+ * ../shared/design/physics.md, the model contract, and "part N" at the seed articles. */
+#ifndef VORTONPY_H
+#define VORTONPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status codes */
+typedef enum {
+    VP_OK = 0,
+    VP_ERR_NOMEM = -1,      /* an allocation failed (maps to MemoryError) */
+    VP_ERR_VALUE = -2,      /* an argument is out of range (ValueError) */
+    VP_ERR_NONFINITE = -3,  /* a step produced NaN/inf (FloatingPointError) */
+    VP_ERR_STATE = -4       /* the object is in a state that forbids the call */
+} vp_status;
+
+typedef enum { VP_SOLVER_DIRECT = 0, VP_SOLVER_TREE = 1, VP_SOLVER_POISSON = 2 } vp_solver;
+
+/* Step phases, for timings and error reports.  Order = physics.md section 2. */
+enum {
+    VP_PHASE_DOMAIN, VP_PHASE_VELOCITY, VP_PHASE_STRETCH, VP_PHASE_BAROCLINIC,
+    VP_PHASE_DIFFUSE, VP_PHASE_ADVECT_VORTONS, VP_PHASE_ADVECT_TRACERS, VP_PHASE_CONTACT,
+    VP_PHASE_BUOYANCY, VP_PHASE_BODIES, VP_PHASE_EMIT, VP_PHASE_COUNT
+};
+extern const char *const vp_phase_names[VP_PHASE_COUNT];
+
+/* ---------------------------------------------------------------- shared buffers
+ * Every particle array lives in a reference-counted block so that a NumPy view can keep
+ * it alive after the simulation has moved on (grown, compacted, or been freed).  The
+ * simulation never writes a block it does not own alone except in place (same length
+ * or longer): a shrinking compaction copies into a fresh block when another owner exists. */
+typedef struct vp_buffer {
+    int refcount;       /* owners: the simulation and every view (atomic updates) */
+    size_t n_allocated; /* capacity in doubles */
+    double data[];      /* the payload */
+} vp_buffer;
+
+vp_buffer *vp_buffer_create(size_t n_allocated);
+void vp_buffer_retain(vp_buffer *b);
+void vp_buffer_release(vp_buffer *b);
+
+/* ---------------------------------------------------------------- particles */
+/* Vortons: the only carriers of fluid state (physics.md 1).  Struct of arrays. */
+typedef struct {
+    size_t n;             /* number of live vortons */
+    size_t n_allocated;   /* capacity (rows) of every array below */
+    vp_buffer *position;  /* (n,3) centre x_i [length] */
+    vp_buffer *vorticity; /* (n,3) vorticity w_i [1/time]; strength a_i = w_i V_i */
+    vp_buffer *radius;    /* (n,)  core radius s_i [length]; V_i = 4/3 pi s_i^3 */
+    vp_buffer *density;   /* (n,)  density deviation d_i from ambient [mass/length^3] */
+    vp_buffer *age;       /* (n,)  time since creation [time] */
+    vp_buffer *velocity;  /* (n,3) velocity used by the last advection [length/time] */
+} vp_vortons;
+
+/* Tracers: passive markers for smoke and dye (physics.md 1). */
+typedef struct {
+    size_t n, n_allocated;
+    vp_buffer *position;  /* (n,3) [length] */
+    vp_buffer *velocity;  /* (n,3) velocity of the last advection, or body surface [length/time] */
+    vp_buffer *density;   /* (n,)  density deviation sampled from the fluid grid */
+    vp_buffer *age;       /* (n,)  time since creation [time] */
+} vp_tracers;
+
+/* ---------------------------------------------------------------- rigid bodies */
+typedef struct {
+    double position[3];         /* centre c [length] */
+    double momentum[3];         /* linear momentum P = M v [mass length/time] */
+    double angular_momentum[3]; /* L = I W about the centre */
+    double velocity[3];         /* v; for fixed (kinematic) bodies the prescribed velocity */
+    double angular_velocity[3]; /* W [rad/time]; prescribed for fixed bodies */
+    double orientation[4];      /* unit quaternion (w, x, y, z) */
+    double radius;              /* sphere radius R [length] */
+    double mass;                /* M [mass]; ignored by fixed bodies */
+    double temperature;         /* Tb [ambient = 1] */
+    double thermal_conductivity;/* kb: heat per time per unit temperature difference per contact */
+    double heat_capacity;       /* Cb: heat per unit temperature */
+    int fixed;                  /* 1: kinematic, moves with its prescribed v and W, never pushed */
+    int gravity;                /* 1: gravity and buoyancy act on it (finite-mass bodies only) */
+    /* accumulators, cleared after each integration */
+    double force[3], torque[3], impulse[3], angular_impulse[3];
+    /* running totals of what the fluid handed over (diagnostics, never cleared) */
+    double fluid_impulse[3], fluid_angular_impulse[3], heat_received;
+} vp_body;
+
+void vp_body_init(vp_body *b);          /* defaults: unit sphere of mass 1 at rest */
+void vp_body_sync(vp_body *b);          /* recompute v, W from P, L (or P, L from v, W if fixed) */
+double vp_body_inertia(const vp_body *b);
+void vp_body_apply_impulse(vp_body *b, const double j[3]);
+void vp_body_apply_impulsive_torque(vp_body *b, const double t[3]);
+void vp_body_integrate(vp_body *b, double dt);
+
+/* ---------------------------------------------------------------- emitters (physics.md 2.10) */
+typedef struct {
+    double center[3];       /* box centre [length] */
+    double half_size[3];    /* box half widths [length] */
+    double velocity[3];     /* velocity given to new tracers (cache only) */
+    double vorton_rate;     /* vortons per unit time */
+    double tracer_rate;     /* tracers per unit time */
+    double vorton_radius;   /* s of new vortons */
+    double vorticity;       /* magnitude of random-direction vorticity of new vortons */
+    double density;         /* density deviation of new particles */
+    double vorton_debt, tracer_debt; /* fractional particles owed (state, saved) */
+} vp_emitter;
+
+/* ---------------------------------------------------------------- grid (physics.md 2.1) */
+typedef struct {
+    double origin[3]; /* position of node (0,0,0) */
+    double h;         /* cell width (cubic cells) */
+    int n[3];         /* nodes per axis; node (i,j,k) at origin + h (i,j,k); index i + n0 (j + n1 k) */
+} vp_grid;
+
+size_t vp_grid_count(const vp_grid *g);
+/* Trilinear interpolation of a field with `dim` components per node at point x (clamped). */
+void vp_grid_interpolate(const vp_grid *g, const double *field, int dim, const double x[3], double *out);
+/* Cloud-in-cell splat of `value` (dim components) at x into field (adds). Outside: ignored. */
+void vp_grid_splat(const vp_grid *g, double *field, int dim, const double x[3], const double *value);
+/* Central-difference gradient of a scalar field; one-sided at the edges. out: 3 per node. */
+void vp_grid_gradient(const vp_grid *g, const double *scalar, double *out, int threads);
+/* Jacobian J[a][b] = d u_a / d x_b of a vector field (9 per node, row-major). */
+void vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int threads);
+
+/* ---------------------------------------------------------------- tree (physics.md 2.2, part 3) */
+typedef struct vp_tree vp_tree;
+vp_tree *vp_tree_create(void);
+void vp_tree_free(vp_tree *t);
+/* Build the supervorton hierarchy over n vortons (positions, strengths a_i, radii). */
+int vp_tree_build(vp_tree *t, size_t n, const double *pos, const double *strength,
+                  const double *radius, int leaf_size);
+/* Velocity at m points; theta is the opening angle (accuracy knob, smaller = exact). */
+void vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *points,
+                      double *vel, int threads);
+size_t vp_tree_node_count(const vp_tree *t);
+uint64_t vp_tree_last_interactions(const vp_tree *t); /* pair + node interactions of last call */
+
+/* Direct O(N M) Biot-Savart sum (the reference solver). */
+void vp_direct_velocity(size_t n, const double *pos, const double *strength, const double *radius,
+                        size_t m, const double *points, double *vel, int threads);
+
+/* ---------------------------------------------------------------- simulation */
+typedef struct {
+    double dt;                  /* time step [time] */
+    double viscosity;           /* nu [length^2/time] */
+    double thermal_diffusivity; /* kappa [length^2/time] */
+    double ambient_density;     /* rho0 */
+    double gravity[3];          /* g [length/time^2] */
+    double fluid_heat_capacity; /* heat capacity per unit volume of fluid (vorton C_i = this * V_i) */
+    int solver;                 /* vp_solver */
+    int threads;                /* OpenMP threads (>= 1) */
+    double tree_theta;          /* tree opening angle; default 0.4 (about 1e-3 relative error) */
+    int tree_leaf_size;         /* vortons per tree leaf */
+    double grid_cells_per_vorton; /* grid resolution: target cells per vorton */
+    size_t grid_max_points;     /* upper bound on grid nodes (open-boundary safety) */
+    double pse_width;           /* PSE kernel width e as a multiple of the particle spacing V^(1/3) */
+    double pse_cutoff;          /* pairs farther than pse_cutoff * e are ignored */
+    double contact_blend;       /* 1: assign the boundary vorticity at once; <1 blends toward it */
+    double vorton_lifetime;     /* vortons older than this are removed (<= 0: never) */
+    double tracer_lifetime;     /* tracers older than this are removed (<= 0: never) */
+    int advect_order;           /* 1: explicit Euler (seeds); 2: Heun in the frozen grid field */
+    int stretch;                /* 0 disables stretching and tilting (for tests) */
+} vp_params;
+
+void vp_params_init(vp_params *p);
+
+typedef struct {
+    vp_params params;
+    double time;               /* simulated time */
+    int64_t frame;             /* steps taken */
+    vp_vortons vortons;
+    vp_tracers tracers;
+    vp_body *bodies; size_t n_bodies, n_bodies_allocated;
+    vp_emitter *emitters; size_t n_emitters, n_emitters_allocated;
+    uint64_t rng[4];           /* xoshiro256** state for emitters */
+    /* derived, rebuilt each step */
+    vp_grid grid;
+    double *grid_velocity;     /* (nodes,3) */
+    double *grid_jacobian;     /* (nodes,9) */
+    double *grid_density;      /* (nodes,)  density deviation */
+    double *grid_density_gradient; /* (nodes,3) */
+    size_t grid_allocated;     /* nodes the grid arrays can hold */
+    double *scratch;           /* per-vorton scratch (n_allocated * 16) */
+    size_t scratch_allocated;
+    vp_tree *tree;
+    double timings[VP_PHASE_COUNT]; /* ms per phase of the last step */
+    uint64_t interactions;     /* velocity-solver interactions of the last step */
+    int failed_phase;          /* phase where the last non-finite value appeared, or -1 */
+} vp_sim;
+
+vp_sim *vp_sim_create(const vp_params *p);
+void vp_sim_free(vp_sim *s);
+int vp_sim_step(vp_sim *s);
+int vp_sim_add_vortons(vp_sim *s, size_t n, const double *pos, const double *vort,
+                       const double *radius, const double *density);
+int vp_sim_add_tracers(vp_sim *s, size_t n, const double *pos, const double *density);
+int vp_sim_add_body(vp_sim *s, const vp_body *b);
+int vp_sim_add_emitter(vp_sim *s, const vp_emitter *e);
+int vp_sim_reserve_vortons(vp_sim *s, size_t n);
+int vp_sim_reserve_tracers(vp_sim *s, size_t n);
+/* Remove particles whose keep[i] == 0 (stable order). */
+int vp_sim_compact_vortons(vp_sim *s, const unsigned char *keep);
+int vp_sim_compact_tracers(vp_sim *s, const unsigned char *keep);
+/* Build the domain grid and velocity field from the current vortons (phases 1-2). */
+int vp_sim_update_velocity_grid(vp_sim *s);
+/* Velocity at arbitrary points, by the sim's solver evaluated directly (not the grid). */
+int vp_sim_velocity_at(vp_sim *s, size_t m, const double *points, double *vel);
+/* Fluid-body boundary conditions, momentum exchange and conduction (physics.md 2.7). */
+int vp_sim_collide(vp_sim *s);
+
+/* Diagnostics (physics.md 4): sums over vortons, about the given origin. */
+typedef struct {
+    double circulation[3];     /* sum a_i */
+    double linear_impulse[3];  /* 1/2 sum x_i x a_i   (fluid momentum / rho0) */
+    double angular_impulse[3]; /* 1/3 sum x_i x (x_i x a_i) */
+    double enstrophy;          /* sum |w_i|^2 V_i */
+    double heat;               /* sum C_i T_i over vortons + sum Cb Tb over bodies */
+    double fluid_heat;         /* vortons only */
+    double mass_deviation;     /* sum d_i V_i */
+    double kinetic_energy;     /* 1/2 rho0 sum |u_i|^2 V_i with u from the last advection */
+} vp_diagnostics;
+void vp_sim_diagnostics(const vp_sim *s, const double origin[3], vp_diagnostics *d);
+
+/* Temperature from density deviation: ideal gas at constant pressure (physics.md 1). */
+static inline double vp_temperature_from_density(double rho0, double d) { return rho0 / (rho0 + d); }
+static inline double vp_density_from_temperature(double rho0, double T) { return rho0 / T - rho0; }
+
+/* Random numbers (xoshiro256**), deterministic and saved with the state. */
+void vp_rng_seed(uint64_t st[4], uint64_t seed);
+double vp_rng_uniform(uint64_t st[4]); /* [0,1) */
+
+double vp_now_ms(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,19 @@
+"""vortonpy: real-time vortex-particle fluid simulation (after M. J. Gourlay's "Fluid Simulation
+for Video Games"), with a C/OpenMP core and NumPy views of its particles.
+
+    import vortonpy as vp
+    sim = vp.scenes.vortex_ring()
+    sim.step(100)
+    sim.vortons.position      # (N, 3) live view
+"""
+from . import _core
+from ._sim import RigidBody, Sim, Tracers, Vortons
+from . import scenes, plot
+from .animate import animate
+
+__version__ = "0.1.0"
+has_openmp = _core.has_openmp()
+direct_velocity = _core.direct_velocity
+
+__all__ = ["Sim", "RigidBody", "Vortons", "Tracers", "scenes", "plot", "animate", "direct_velocity",
+           "has_openmp", "__version__"]

@@ -1,0 +1,343 @@
+"""The Python face of the simulation: :class:`Sim` (wrapping the C core), particle views,
+diagnostics, progress bars and exact save/load."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import zipfile
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from . import _core
+
+FORMAT = "vortonpy-state"
+FORMAT_VERSION = 1
+
+_PARAM_NAMES = (
+    "dt", "viscosity", "thermal_diffusivity", "ambient_density", "fluid_heat_capacity",
+    "tree_theta", "tree_leaf_size", "grid_cells_per_vorton", "pse_width", "pse_cutoff",
+    "contact_blend", "vorton_lifetime", "tracer_lifetime", "advect_order", "stretch",
+)
+
+
+class _Particles:
+    """Live access to one kind of particle.  Each attribute read returns a NumPy view into the
+    C arrays: write into it between steps to edit particles.
+
+    A view keeps the memory it shows alive on its own: it stays valid after the ``Sim`` is
+    deleted.  After particles are added or removed (``add_*``, emitters, lifetimes) a view
+    taken earlier is *detached*: it still shows the values of the moment it was taken (and
+    writes into it are harmless) but no longer tracks the simulation; read the attribute
+    again for a fresh view."""
+
+    _fields: tuple = ()
+
+    def __init__(self, sim: "Sim", kind: str):
+        self._sim = sim
+        self._kind = kind
+
+    def __len__(self) -> int:
+        return self._sim._count(self._kind)
+
+    def _get(self, field):
+        return self._sim._view(self._kind, field)
+
+    def _set(self, field, value):
+        view = self._get(field)
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "iuf":
+            raise TypeError(f"{self._kind}.{field} must be numeric, got dtype {arr.dtype}")
+        try:
+            arr = np.broadcast_to(arr.astype(np.float64), view.shape)
+        except ValueError:
+            raise ValueError(f"{self._kind}.{field} must have shape {view.shape}, got {np.shape(value)}") from None
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{self._kind}.{field} must be finite")
+        view[...] = arr
+
+    def remove(self, mask) -> None:
+        """Remove the particles where ``mask`` (bool, one per particle) is True."""
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (len(self),):
+            raise ValueError(f"mask must have shape ({len(self)},), got {mask.shape}")
+        self._sim._keep(self._kind, ~mask)
+
+    def __repr__(self) -> str:
+        return f"<{self._kind}: {len(self)} particles; fields {', '.join(self._fields)}>"
+
+
+def _field(name, doc):
+    return property(lambda self: self._get(name), lambda self, v: self._set(name, v), doc=doc)
+
+
+class Vortons(_Particles):
+    """The vortons (vortex particles): ``position`` (N,3), ``vorticity`` (N,3) [w, not angular
+    velocity], ``radius`` (N,), ``density`` (N,) deviation from ambient, ``age`` (N,),
+    ``velocity`` (N,3) of the last advection, and ``temperature`` (N,) derived from density."""
+
+    _fields = ("position", "vorticity", "radius", "density", "age", "velocity", "temperature")
+    position = _field("position", "(N, 3) positions (view)")
+    vorticity = _field("vorticity", "(N, 3) vorticity w (view)")
+    radius = _field("radius", "(N,) core radii s (view)")
+    density = _field("density", "(N,) density deviation from ambient (view)")
+    age = _field("age", "(N,) time since creation (view)")
+    velocity = _field("velocity", "(N, 3) velocity of the last advection (view)")
+
+    @property
+    def temperature(self) -> np.ndarray:
+        """(N,) temperature, rho0 / (rho0 + density) (ideal gas; ambient is 1).  A copy."""
+        rho0 = self._sim.ambient_density
+        return rho0 / (rho0 + self.density)
+
+    @temperature.setter
+    def temperature(self, T):
+        T = np.asarray(T, dtype=np.float64)
+        if not np.all(np.isfinite(T)) or np.any(T <= 0):
+            raise ValueError("temperature must be finite and positive")
+        rho0 = self._sim.ambient_density
+        self._set("density", rho0 / T - rho0)
+
+    @property
+    def strength(self) -> np.ndarray:
+        """(N, 3) strengths a = w V, V = 4/3 pi s^3.  A copy."""
+        return self.vorticity * (4.0 / 3.0 * np.pi * self.radius ** 3)[:, None]
+
+
+class Tracers(_Particles):
+    """Passive tracers: ``position`` (N,3), ``velocity`` (N,3) of the last advection,
+    ``density`` (N,) sampled from the fluid's density grid, ``age`` (N,)."""
+
+    _fields = ("position", "velocity", "density", "age", "temperature")
+    position = _field("position", "(N, 3) positions (view)")
+    velocity = _field("velocity", "(N, 3) velocity of the last advection (view)")
+    density = _field("density", "(N,) density deviation sampled from the fluid (view)")
+    age = _field("age", "(N,) time since creation (view)")
+
+    @property
+    def temperature(self) -> np.ndarray:
+        """(N,) temperature of the fluid at each tracer (a copy)."""
+        rho0 = self._sim.ambient_density
+        return rho0 / np.maximum(rho0 + self.density, 1e-12 * rho0)
+
+
+class RigidBody(_core.RigidBody):
+    __doc__ = _core.RigidBody.__doc__
+
+    def __repr__(self) -> str:
+        p, v = self.position, self.velocity
+        kind = "fixed" if self.fixed else f"mass={self.mass:g}"
+        return (f"RigidBody(position=({p[0]:.4g}, {p[1]:.4g}, {p[2]:.4g}), velocity=({v[0]:.4g}, {v[1]:.4g}, "
+                f"{v[2]:.4g}), radius={self.radius:g}, {kind}, temperature={self.temperature:.4g})")
+
+    def _state(self) -> Dict[str, Any]:
+        return dict(position=self.position, momentum=self.momentum, angular_momentum=self.angular_momentum,
+                    velocity=self.velocity, angular_velocity=self.angular_velocity, orientation=self.orientation,
+                    radius=self.radius, mass=self.mass, temperature=self.temperature,
+                    thermal_conductivity=self.thermal_conductivity, heat_capacity=self.heat_capacity,
+                    fixed=self.fixed, gravity=self.gravity, fluid_impulse=self.fluid_impulse,
+                    fluid_angular_impulse=self.fluid_angular_impulse, heat_received=self.heat_received)
+
+
+def _want_progress(progress) -> bool:
+    if progress is not None:
+        return bool(progress)
+    if os.environ.get("CI") or os.environ.get("VORTONPY_NO_PROGRESS"):
+        return False
+    try:
+        return sys.stderr.isatty() or "ipykernel" in sys.modules
+    except Exception:
+        return False
+
+
+class Sim(_core.Sim):
+    """A vorton fluid simulation.
+
+    ``Sim(dt=1/30, viscosity=0.01, thermal_diffusivity=1e-4, ambient_density=1.0,
+    gravity=(0, 0, -10), solver="tree", threads=None, **advanced)``
+
+    ``solver`` is ``"direct"`` (O(N^2) reference), ``"tree"`` (supervorton hierarchy, accuracy
+    set by ``tree_theta``) or ``"poisson"`` (vortex-in-cell with free-space boundaries).
+    ``threads=None`` uses every core.  Advanced keywords (also attributes): ``tree_theta``,
+    ``tree_leaf_size``, ``grid_cells_per_vorton``, ``grid_max_points``, ``pse_width``,
+    ``pse_cutoff``, ``contact_blend``, ``vorton_lifetime``, ``tracer_lifetime``,
+    ``advect_order``, ``stretch``, ``fluid_heat_capacity``, ``seed``.
+
+    Calls on one ``Sim`` from several threads at once are refused with ``RuntimeError``;
+    separate ``Sim`` objects step concurrently (the GIL is released inside ``step``).
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._vortons = Vortons(self, "vortons")
+        self._tracers = Tracers(self, "tracers")
+
+    @property
+    def vortons(self) -> Vortons:
+        """The vortons; attributes are live NumPy views (see :class:`Vortons`)."""
+        return self._vortons
+
+    @property
+    def tracers(self) -> Tracers:
+        """The passive tracers; attributes are live NumPy views (see :class:`Tracers`)."""
+        return self._tracers
+
+    def step(self, steps: int = 1, progress: Optional[bool] = None, callback=None, every: int = 1) -> "Sim":
+        """Advance ``steps`` steps of ``dt``.  The GIL is released inside; Ctrl-C stops between
+        steps, leaving the state of the last completed step.  A progress bar (tqdm) is shown
+        for long runs when a person is watching (a terminal or Jupyter), never in CI;
+        ``progress=True/False`` forces it.  ``callback(sim)`` runs every ``every`` steps.
+        Raises ``FloatingPointError`` naming the frame and phase if a value becomes
+        non-finite."""
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)):
+            raise TypeError(f"steps must be an int, got {type(steps).__name__}")
+        if steps < 0:
+            raise ValueError(f"steps must be >= 0, got {steps}")
+        if every < 1:
+            raise ValueError("every must be >= 1")
+        show = steps > 1 and _want_progress(progress)
+        if not show and callback is None:
+            self._step(int(steps))
+            return self
+        bar = None
+        if show:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=int(steps), unit="step", leave=False)
+        try:
+            chunk = every if callback is not None else max(1, int(steps) // 100)
+            done = 0
+            while done < steps:
+                k = min(chunk, steps - done)
+                self._step(int(k))
+                done += k
+                if bar is not None:
+                    bar.update(k)
+                if callback is not None and done % every == 0:
+                    callback(self)
+        finally:
+            if bar is not None:
+                bar.close()
+        return self
+
+    def diagnostics(self, origin=None) -> Dict[str, Any]:
+        """Conserved and monitored quantities (physics.md section 4).
+
+        ``circulation`` sum a_i (3,); ``linear_impulse`` 1/2 sum x x a (3,) and
+        ``angular_impulse`` 1/3 sum x x (x x a) (3,), about ``origin`` (default 0) - the fluid's
+        momentum and angular momentum are rho0 times these; ``enstrophy``; ``heat`` (fluid +
+        bodies); ``fluid_heat``; ``mass_deviation``; ``kinetic_energy`` (from particle
+        velocities); ``body_momentum`` and ``body_angular_momentum`` (lists of (3,));
+        ``total_momentum`` = rho0 * linear_impulse + sum of free bodies' momenta;
+        ``vortons``, ``tracers``, ``time``, ``frame``."""
+        d = self._diagnostics(origin)
+        rho0 = self.ambient_density
+        bodies = self.bodies
+        d["body_momentum"] = [b.momentum for b in bodies]
+        d["body_angular_momentum"] = [b.angular_momentum for b in bodies]
+        tot = rho0 * d["linear_impulse"]
+        for b in bodies:
+            if not b.fixed:
+                tot = tot + b.momentum
+        d["total_momentum"] = tot
+        d["vortons"] = len(self.vortons)
+        d["tracers"] = len(self.tracers)
+        d["time"] = self.time
+        d["frame"] = self.frame
+        return d
+
+    def __repr__(self) -> str:
+        return (f"<vortonpy.Sim t={self.time:.4g} frame={self.frame} vortons={len(self.vortons)} "
+                f"tracers={len(self.tracers)} bodies={len(self.bodies)} solver={self.solver!r} "
+                f"threads={self.threads}>")
+
+    def params(self) -> Dict[str, Any]:
+        """The parameters, as keyword arguments that rebuild an equivalent Sim."""
+        p = {k: getattr(self, k) for k in _PARAM_NAMES}
+        p.update(gravity=tuple(float(g) for g in self.gravity), solver=self.solver, threads=self.threads,
+                 grid_max_points=self.grid_max_points)
+        return p
+
+    # ---------------------------------------------------------------- checkpoints
+    def save(self, path) -> None:
+        """Write the complete state to ``path`` (a ``.npz``).  Atomic: written to a temporary
+        file, then renamed.  ``Sim.load(path)`` continues bit-identically."""
+        path = os.fspath(path)
+        arrays: Dict[str, np.ndarray] = {}
+        meta = dict(format=FORMAT, version=FORMAT_VERSION, time=self.time, frame=self.frame,
+                    params=self.params(), rng=[str(x) for x in self._rng_state],
+                    emitters=[{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in e.items()}
+                              for e in self.emitters],
+                    bodies=[{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in b._state().items()}
+                            for b in self.bodies])
+        for f in ("position", "vorticity", "radius", "density", "age", "velocity"):
+            arrays["vortons_" + f] = np.array(self._view("vortons", f))
+        for f in ("position", "velocity", "density", "age"):
+            arrays["tracers_" + f] = np.array(self._view("tracers", f))
+        import json
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        d = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".vortonpy-", suffix=".npz")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @classmethod
+    def load(cls, path, threads=None) -> "Sim":
+        """Read a state written by :meth:`save`.  Raises ``ValueError`` for a file that is not a
+        vortonpy state (truncated, corrupted, foreign or of a newer format)."""
+        import json
+        path = os.fspath(path)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as e:
+            if isinstance(e, FileNotFoundError):
+                raise
+            raise ValueError(f"{path} is not a readable vortonpy state: {e}") from None
+        try:
+            meta = json.loads(bytes(data["meta"]).decode())
+        except Exception:
+            raise ValueError(f"{path} is not a vortonpy state (no valid metadata)") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise ValueError(f"{path} is not a vortonpy state")
+        if meta.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{path} has state format version {meta.get('version')}; this vortonpy reads {FORMAT_VERSION}")
+        try:
+            params = dict(meta["params"])
+            if threads is not None:
+                params["threads"] = threads
+            sim = cls(**params)
+            v = {f: data["vortons_" + f] for f in ("position", "vorticity", "radius", "density", "age", "velocity")}
+            sim.add_vortons(v["position"].reshape(-1, 3), v["vorticity"].reshape(-1, 3), v["radius"], v["density"])
+            sim._view("vortons", "age")[...] = v["age"]
+            sim._view("vortons", "velocity")[...] = v["velocity"].reshape(-1, 3)
+            t = {f: data["tracers_" + f] for f in ("position", "velocity", "density", "age")}
+            sim.add_tracers(t["position"].reshape(-1, 3), t["density"])
+            sim._view("tracers", "velocity")[...] = t["velocity"].reshape(-1, 3)
+            sim._view("tracers", "age")[...] = t["age"]
+            for b in meta["bodies"]:
+                body = RigidBody(position=b["position"], radius=b["radius"], mass=b["mass"],
+                                 temperature=b["temperature"], thermal_conductivity=b["thermal_conductivity"],
+                                 heat_capacity=b["heat_capacity"], fixed=b["fixed"], gravity=b["gravity"],
+                                 orientation=b["orientation"], velocity=b["velocity"],
+                                 angular_velocity=b["angular_velocity"])
+                sim.add_body(body)
+                if not b["fixed"]:
+                    body.momentum = b["momentum"]
+                    body.angular_momentum = b["angular_momentum"]
+                body._set_totals(b["fluid_impulse"], b["fluid_angular_impulse"], b["heat_received"])
+            for e in meta["emitters"]:
+                sim.add_emitter(e["center"], e["half_size"], e["vorton_rate"], e["tracer_rate"], e["vorton_radius"],
+                                e["vorticity"], e["density"], tuple(e["debt"]))
+            sim._rng_state = tuple(int(x) for x in meta["rng"])
+            sim.time = meta["time"]
+            sim.frame = meta["frame"]
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{path} is not a complete vortonpy state: missing or bad {e}") from None
+        return sim
