@@ -2,36 +2,41 @@
  * conditions by assigning vorticity, exact momentum hand-over to the body, tracer collisions,
  * and heat conduction between bodies and the fluid that touches them (part 10). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 #include "kernel.h"
 
-/* One vorton in contact with a body: eject it and assign it the vorticity that cancels the
- * slip at the contact point P = c + R n.  u_rel = (grid velocity at P - the vorton's own
- * contribution) - body surface velocity.  The vorton sits one core radius from P along
- * -b, b = normalize((n x u_rel) x u_rel) (perpendicular to u_rel, outside the body), and
- * gets the strength whose induced velocity at P is exactly -u_rel (kernel.h's inverse). */
-static void assign_contact(const vp_sim *s, const vp_body *B, double x[3], double w[3], double sr, double blend)
+/* Contact geometry of one vorton (part 4, physics.md 2.7): contact point P = c + R n, body
+ * surface velocity there, and the placement one core radius from P along -b,
+ * b = normalize((n x u_rel) x u_rel) (perpendicular to u_rel, outside the body), where
+ * u_rel = ambient velocity at P (grid velocity minus the contacting vortons' own
+ * contributions) - body surface velocity. */
+typedef struct {
+    size_t i;        /* vorton index */
+    double P[3];     /* contact point */
+    double target[3];/* velocity the contact vortons must induce at P: -u_rel */
+    double xnew[3];  /* new vorton position */
+    double s2;       /* core radius^2 */
+} contact;
+
+static void place_contact(const vp_body *B, const double x[3], double sr, const double ug[3], contact *c)
 {
     double r[3] = {x[0] - B->position[0], x[1] - B->position[1], x[2] - B->position[2]};
     double dist = sqrt(vp_dot3(r, r)), n[3];
     if (dist > 0) { n[0] = r[0] / dist; n[1] = r[1] / dist; n[2] = r[2] / dist; }
     else { n[0] = 1; n[1] = 0; n[2] = 0; }
-    double P[3], arm[3], vb[3];
-    for (int a = 0; a < 3; a++) { arm[a] = B->radius * n[a]; P[a] = B->position[a] + arm[a]; }
+    double arm[3], vb[3];
+    for (int a = 0; a < 3; a++) { arm[a] = B->radius * n[a]; c->P[a] = B->position[a] + arm[a]; }
     vp_cross3(B->angular_velocity, arm, vb);
     for (int a = 0; a < 3; a++) vb[a] += B->velocity[a];
-    double V = vp_volume(sr), s2 = sr * sr, ug[3], self[3] = {0, 0, 0};
-    double a_old[3] = {w[0] * V, w[1] * V, w[2] * V};
-    vp_grid_interpolate(&s->grid, s->grid_velocity, 3, P, ug);
-    vp_kernel_add(P, x, a_old, s2, self);
-    double u[3] = {ug[0] - self[0] - vb[0], ug[1] - self[1] - vb[1], ug[2] - self[2] - vb[2]};
+    double u[3] = {ug[0] - vb[0], ug[1] - vb[1], ug[2] - vb[2]};
     double uu = vp_dot3(u, u), nxu[3], b[3];
     vp_cross3(n, u, nxu);
     vp_cross3(nxu, u, b);
     double bb = sqrt(vp_dot3(b, b));
-    if (bb <= 1e-12 * uu || uu == 0.0) {
-        /* flow along the normal (or none): any tangent direction is perpendicular to u */
+    if (uu == 0.0 || bb <= 1e-12 * uu) {
+        /* flow along the normal (or none): any tangent is perpendicular to u */
         double t[3] = {0, 0, 0};
         t[fabs(n[0]) < 0.9 ? 0 : 1] = 1.0;
         double tn = vp_dot3(t, n);
@@ -42,12 +47,76 @@ static void assign_contact(const vp_sim *s, const vp_body *B, double x[3], doubl
         for (int a = 0; a < 3; a++) b[a] /= bb;
         if (vp_dot3(b, n) > 0) for (int a = 0; a < 3; a++) b[a] = -b[a];
     }
-    /* new position x = P - sr b, so r = P - x = sr b, perpendicular to u */
-    double rv[3] = {sr * b[0], sr * b[1], sr * b[2]}, target[3] = {-u[0], -u[1], -u[2]}, anew[3];
-    for (int a = 0; a < 3; a++) x[a] = P[a] - rv[a];
-    if (uu == 0.0) { anew[0] = anew[1] = anew[2] = 0.0; }
-    else vp_kernel_assign_by_velocity(rv, target, s2, anew);
-    for (int a = 0; a < 3; a++) w[a] += blend * (anew[a] / V - w[a]);
+    for (int a = 0; a < 3; a++) { c->xnew[a] = c->P[a] - sr * b[a]; c->target[a] = -u[a]; }
+    c->s2 = sr * sr;
+}
+
+/* "Assign by velocity" for all vortons in contact at once.  Alone, vorton i would get the
+ * strength a_i* whose induced velocity at its contact point P_i is exactly -u_rel_i (the exact
+ * inverse of the kernel, kernel.h).  But each vorton's field also reaches its neighbours'
+ * contact points, so assigning every one alone cancels the slip many times over: the fluid
+ * impulse (hence the drag) would grow with the number of vortons touching the body.  So each
+ * keeps its exact direction and takes a share k_i in [0, 1] of it, the shares chosen so that
+ * the summed velocity sum_j k_j u_j(P_i) matches -u_rel_i at every contact point in the least
+ * squares sense (normal equations with a light ridge, Cholesky), in chunks of at most
+ * VP_CONTACT_CHUNK contacts.  With one contact, k = 1: the single-vorton inverse exactly. */
+#define VP_CONTACT_CHUNK 512
+static int solve_contacts(const contact *c, size_t nc, double *a_out)
+{
+    double *G = malloc(3 * nc * nc * sizeof(double)), *A = malloc(nc * nc * sizeof(double)),
+           *k = malloc(nc * sizeof(double)), *astar = malloc(3 * nc * sizeof(double));
+    if (!G || !A || !k || !astar) { free(G); free(A); free(k); free(astar); return VP_ERR_NOMEM; }
+    for (size_t j = 0; j < nc; j++) {
+        double r[3] = {c[j].P[0] - c[j].xnew[0], c[j].P[1] - c[j].xnew[1], c[j].P[2] - c[j].xnew[2]};
+        vp_kernel_assign_by_velocity(r, c[j].target, c[j].s2, astar + 3 * j);
+    }
+    for (size_t i = 0; i < nc; i++) /* G[i][j]: velocity at P_i from a_j* */
+        for (size_t j = 0; j < nc; j++) {
+            double *g = G + 3 * (i * nc + j);
+            g[0] = g[1] = g[2] = 0;
+            vp_kernel_add(c[i].P, c[j].xnew, astar + 3 * j, c[j].s2, g);
+        }
+    double trace = 0;
+    for (size_t p = 0; p < nc; p++) {
+        double acc = 0;
+        for (size_t i = 0; i < nc; i++) acc += vp_dot3(G + 3 * (i * nc + p), c[i].target);
+        k[p] = acc;
+        for (size_t q = 0; q <= p; q++) {
+            double sum = 0;
+            for (size_t i = 0; i < nc; i++) sum += vp_dot3(G + 3 * (i * nc + p), G + 3 * (i * nc + q));
+            A[p * nc + q] = sum;
+        }
+        trace += A[p * nc + p];
+    }
+    double lambda = 1e-3 * trace / (double)nc + 1e-300;
+    for (size_t p = 0; p < nc; p++) A[p * nc + p] += lambda;
+    for (size_t j = 0; j < nc; j++) { /* Cholesky, lower triangle in place */
+        double d = A[j * nc + j];
+        for (size_t q = 0; q < j; q++) d -= A[j * nc + q] * A[j * nc + q];
+        d = sqrt(d > lambda ? d : lambda);
+        A[j * nc + j] = d;
+        for (size_t i = j + 1; i < nc; i++) {
+            double sum = A[i * nc + j];
+            for (size_t q = 0; q < j; q++) sum -= A[i * nc + q] * A[j * nc + q];
+            A[i * nc + j] = sum / d;
+        }
+    }
+    for (size_t i = 0; i < nc; i++) {
+        double sum = k[i];
+        for (size_t q = 0; q < i; q++) sum -= A[i * nc + q] * k[q];
+        k[i] = sum / A[i * nc + i];
+    }
+    for (size_t i = nc; i-- > 0;) {
+        double sum = k[i];
+        for (size_t q = i + 1; q < nc; q++) sum -= A[q * nc + i] * k[q];
+        k[i] = sum / A[i * nc + i];
+    }
+    for (size_t j = 0; j < nc; j++) {
+        double kj = k[j] < 0 ? 0 : (k[j] > 1 ? 1 : k[j]);
+        for (int a = 0; a < 3; a++) a_out[3 * j + a] = kj * astar[3 * j + a];
+    }
+    free(G); free(A); free(k); free(astar);
+    return VP_OK;
 }
 
 /* Heat exchanged in one step between a body and a vorton in contact (part 10, conduction
@@ -76,22 +145,58 @@ int vp_sim_collide(vp_sim *s)
         vp_body *B = &s->bodies[b];
         double *xo = sc, *wo = sc + 3 * v->n, *hit = sc + 6 * v->n, *Q = sc + 7 * v->n;
         const vp_body Bc = *B;
-#pragma omp parallel for num_threads(threads) schedule(static)
-        for (long i = 0; i < (long)v->n; i++) {
+        size_t nc = 0;
+        for (size_t i = 0; i < v->n; i++) {
             double r[3] = {x[3 * i] - Bc.position[0], x[3 * i + 1] - Bc.position[1], x[3 * i + 2] - Bc.position[2]};
             double reach = Bc.radius + rad[i];
             hit[i] = 0; Q[i] = 0;
-            if (vp_dot3(r, r) >= reach * reach) continue;
-            hit[i] = 1;
-            memcpy(xo + 3 * i, x + 3 * i, 3 * sizeof(double));
-            memcpy(wo + 3 * i, w + 3 * i, 3 * sizeof(double));
-            assign_contact(s, &Bc, x + 3 * i, w + 3 * i, rad[i], blend);
-            if (Bc.thermal_conductivity > 0) {
-                double V = vp_volume(rad[i]), Ci = s->params.fluid_heat_capacity * V;
-                double Ti = vp_temperature_from_density(rho0, den[i]);
-                Q[i] = conduct(Bc.thermal_conductivity, dt, Bc.temperature, Ti, Ci, Bc.heat_capacity);
-                den[i] = vp_density_from_temperature(rho0, Ti + Q[i] / Ci);
+            if (vp_dot3(r, r) < reach * reach) { hit[i] = 1; nc++; }
+        }
+        if (nc) {
+            contact *cs = malloc(nc * sizeof(contact));
+            double *anew = malloc(3 * nc * sizeof(double));
+            if (!cs || !anew) { free(cs); free(anew); return VP_ERR_NOMEM; }
+            size_t k = 0;
+            for (size_t i = 0; i < v->n; i++) if (hit[i]) cs[k++].i = i;
+            /* ambient velocity at each contact point: grid velocity minus the contacting
+             * vortons' own (old) contributions */
+#pragma omp parallel for num_threads(threads) schedule(static)
+            for (long q = 0; q < (long)nc; q++) {
+                size_t i = cs[q].i;
+                double xi[3] = {x[3 * i], x[3 * i + 1], x[3 * i + 2]}, rr[3], P[3], ug[3], self[3] = {0, 0, 0};
+                for (int a = 0; a < 3; a++) rr[a] = xi[a] - Bc.position[a];
+                double dist = sqrt(vp_dot3(rr, rr));
+                for (int a = 0; a < 3; a++) P[a] = Bc.position[a] + (dist > 0 ? Bc.radius * rr[a] / dist : (a == 0 ? Bc.radius : 0));
+                vp_grid_interpolate(&s->grid, s->grid_velocity, 3, P, ug);
+                for (size_t j2 = 0; j2 < nc; j2++) {
+                    size_t j = cs[j2].i;
+                    double V = vp_volume(rad[j]), aj[3] = {w[3 * j] * V, w[3 * j + 1] * V, w[3 * j + 2] * V};
+                    vp_kernel_add(P, x + 3 * j, aj, rad[j] * rad[j], self);
+                }
+                double uamb[3] = {ug[0] - self[0], ug[1] - self[1], ug[2] - self[2]};
+                place_contact(&Bc, xi, rad[i], uamb, &cs[q]);
             }
+            for (size_t c0 = 0; c0 < nc; c0 += VP_CONTACT_CHUNK) {
+                size_t cn = nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK;
+                if (solve_contacts(cs + c0, cn, anew + 3 * c0)) { free(cs); free(anew); return VP_ERR_NOMEM; }
+            }
+            for (size_t q = 0; q < nc; q++) {
+                size_t i = cs[q].i;
+                double V = vp_volume(rad[i]);
+                memcpy(xo + 3 * i, x + 3 * i, 3 * sizeof(double));
+                memcpy(wo + 3 * i, w + 3 * i, 3 * sizeof(double));
+                for (int a = 0; a < 3; a++) {
+                    x[3 * i + a] = cs[q].xnew[a];
+                    w[3 * i + a] += blend * (anew[3 * q + a] / V - w[3 * i + a]);
+                }
+                if (Bc.thermal_conductivity > 0) {
+                    double Ci = s->params.fluid_heat_capacity * V;
+                    double Ti = vp_temperature_from_density(rho0, den[i]);
+                    Q[i] = conduct(Bc.thermal_conductivity, dt, Bc.temperature, Ti, Ci, Bc.heat_capacity);
+                    den[i] = vp_density_from_temperature(rho0, Ti + Q[i] / Ci);
+                }
+            }
+            free(cs); free(anew);
         }
         /* Momentum hand-over, about the body centre c: the fluid's linear impulse
          * 1/2 sum (x-c) x a and angular impulse 1/3 sum (x-c) x ((x-c) x a) change only through
