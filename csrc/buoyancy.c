@@ -57,25 +57,40 @@ static double sample_density(const vp_sim *s, const double x[3])
     return d;
 }
 
-/* Gravity plus Archimedes on every free body with gravity on: F = g (M - rho_avg Vb), with
- * rho_avg the fluid density averaged over the centre and c +- R/2 g_hat, c +- R g_hat. */
+/* Gravity plus Archimedes on every free body with gravity on (physics.md 2.8, part 9):
+ * F = g (M - rho_avg Vb), rho_avg = rho0 + the mean density deviation of the fluid the body
+ * displaces.  physics.md samples at the centre and c +- R/2 g_hat, c +- R g_hat; but a body
+ * pushes the fluid's vortons out of itself (contact.c), so the density grid inside it reads
+ * a hole of ambient fluid and a neutral ball would float anywhere.  We sample the displaced
+ * fluid just outside instead, one grid cell beyond the surface: above and below along g
+ * (their mean is the density at the centre's height for a linear profile, and straddles an
+ * interface) and four points around the equator, the two groups weighted equally. */
 void vp_bodies_buoyancy(vp_sim *s)
 {
     const double *g = s->params.gravity;
     double gn = sqrt(vp_dot3(g, g));
     if (gn == 0.0) return;
     double gh[3] = {g[0] / gn, g[1] / gn, g[2] / gn};
+    /* two unit vectors perpendicular to g */
+    double t1[3] = {0, 0, 0}, t2[3];
+    t1[fabs(gh[0]) < 0.9 ? 0 : 1] = 1.0;
+    double d0 = vp_dot3(t1, gh);
+    for (int a = 0; a < 3; a++) t1[a] -= d0 * gh[a];
+    double l1 = sqrt(vp_dot3(t1, t1));
+    for (int a = 0; a < 3; a++) t1[a] /= l1;
+    vp_cross3(gh, t1, t2);
     for (size_t b = 0; b < s->n_bodies; b++) {
         vp_body *B = &s->bodies[b];
         if (B->fixed || !B->gravity) continue;
-        static const double f[5] = {0.0, 0.5, -0.5, 1.0, -1.0};
-        double dsum = 0;
-        for (int q = 0; q < 5; q++) {
-            double p[3] = {B->position[0] + f[q] * B->radius * gh[0], B->position[1] + f[q] * B->radius * gh[1],
-                           B->position[2] + f[q] * B->radius * gh[2]};
-            dsum += sample_density(s, p);
+        double rr = B->radius + s->grid.h, axial = 0, side = 0;
+        const double *dirs[6] = {gh, gh, t1, t1, t2, t2};
+        for (int q = 0; q < 6; q++) {
+            double sg = (q & 1) ? -1.0 : 1.0, p[3];
+            for (int a = 0; a < 3; a++) p[a] = B->position[a] + sg * rr * dirs[q][a];
+            double d = sample_density(s, p);
+            if (q < 2) axial += 0.5 * d; else side += 0.25 * d;
         }
-        double rho = s->params.ambient_density + dsum / 5.0;
+        double rho = s->params.ambient_density + 0.5 * (axial + side);
         double net = B->mass - rho * vp_volume(B->radius);
         for (int a = 0; a < 3; a++) B->force[a] += g[a] * net;
     }

@@ -158,23 +158,23 @@ int vp_sim_collide(vp_sim *s)
             if (!cs || !anew) { free(cs); free(anew); return VP_ERR_NOMEM; }
             size_t k = 0;
             for (size_t i = 0; i < v->n; i++) if (hit[i]) cs[k++].i = i;
-            /* ambient velocity at each contact point: grid velocity minus the contacting
-             * vortons' own (old) contributions */
+            /* ambient velocity at each contact point: the exact kernel sum over every vorton
+             * not in contact (the same kernel the assignment inverts, so the two agree; the
+             * grid's interpolated velocity smooths the near field and made re-assignment
+             * overshoot from step to step) */
 #pragma omp parallel for num_threads(threads) schedule(static)
             for (long q = 0; q < (long)nc; q++) {
                 size_t i = cs[q].i;
-                double xi[3] = {x[3 * i], x[3 * i + 1], x[3 * i + 2]}, rr[3], P[3], ug[3], self[3] = {0, 0, 0};
+                double xi[3] = {x[3 * i], x[3 * i + 1], x[3 * i + 2]}, rr[3], P[3], ug[3] = {0, 0, 0};
                 for (int a = 0; a < 3; a++) rr[a] = xi[a] - Bc.position[a];
                 double dist = sqrt(vp_dot3(rr, rr));
                 for (int a = 0; a < 3; a++) P[a] = Bc.position[a] + (dist > 0 ? Bc.radius * rr[a] / dist : (a == 0 ? Bc.radius : 0));
-                vp_grid_interpolate(&s->grid, s->grid_velocity, 3, P, ug);
-                for (size_t j2 = 0; j2 < nc; j2++) {
-                    size_t j = cs[j2].i;
+                for (size_t j = 0; j < v->n; j++) {
+                    if (hit[j]) continue;
                     double V = vp_volume(rad[j]), aj[3] = {w[3 * j] * V, w[3 * j + 1] * V, w[3 * j + 2] * V};
-                    vp_kernel_add(P, x + 3 * j, aj, rad[j] * rad[j], self);
+                    vp_kernel_add(P, x + 3 * j, aj, rad[j] * rad[j], ug);
                 }
-                double uamb[3] = {ug[0] - self[0], ug[1] - self[1], ug[2] - self[2]};
-                place_contact(&Bc, xi, rad[i], uamb, &cs[q]);
+                place_contact(&Bc, xi, rad[i], ug, &cs[q]);
             }
             for (size_t c0 = 0; c0 < nc; c0 += VP_CONTACT_CHUNK) {
                 size_t cn = nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK;

@@ -295,6 +295,7 @@ static const param_spec PARAMS[] = {
     {"tracer_lifetime", PO(tracer_lifetime), 0, 0, 0, INFINITY, "tracers older than this are removed (0: never)"},
     {"advect_order", PO(advect_order), 1, 1, 0, 2, "1: explicit Euler, 2: Heun"},
     {"stretch", PO(stretch), 1, 0, 0, 1, "1: vortex stretching and tilting on"},
+    {"baroclinic", PO(baroclinic), 1, 0, 0, 1, "1: baroclinic vorticity generation on (0: density is passive dye)"},
 };
 #define N_PARAMS (sizeof PARAMS / sizeof PARAMS[0])
 

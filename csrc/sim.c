@@ -26,9 +26,10 @@ void vp_params_init(vp_params *p)
     p->grid_max_points = (size_t)1 << 22;
     p->pse_width = 1.0;
     p->pse_cutoff = 3.5;
-    p->contact_blend = 1.0;
+    p->contact_blend = 0.2; /* relax toward the boundary vorticity over ~5 steps (seeds: 0.1) */
     p->advect_order = 2;
     p->stretch = 1;
+    p->baroclinic = 1;
 }
 
 vp_sim *vp_sim_create(const vp_params *p)
@@ -354,7 +355,7 @@ int vp_sim_step(vp_sim *s)
     vp_splat_density(s);                                                  /* density grid */
     if (s->params.stretch && s->vortons.n) vp_stretch(s);                 /* 3 */
     double t2 = vp_now_ms(); s->timings[VP_PHASE_STRETCH] = t2 - t; t = t2;
-    if (s->vortons.n) vp_baroclinic(s);                                   /* 4 */
+    if (s->vortons.n && s->params.baroclinic) vp_baroclinic(s);                                   /* 4 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_BAROCLINIC] = t2 - t; t = t2;
     if ((st = check_finite(s, VP_PHASE_STRETCH))) return st;
     if ((st = vp_diffuse(s))) return st;                                  /* 5 */

@@ -161,11 +161,12 @@ typedef struct {
     size_t grid_max_points;     /* upper bound on grid nodes (open-boundary safety) */
     double pse_width;           /* PSE kernel width e as a multiple of the particle spacing V^(1/3) */
     double pse_cutoff;          /* pairs farther than pse_cutoff * e are ignored */
-    double contact_blend;       /* 1: assign the boundary vorticity at once; <1 blends toward it */
+    double contact_blend;       /* fraction of the way to the boundary vorticity per step (default 0.2; 1: at once) */
     double vorton_lifetime;     /* vortons older than this are removed (<= 0: never) */
     double tracer_lifetime;     /* tracers older than this are removed (<= 0: never) */
     int advect_order;           /* 1: explicit Euler (seeds); 2: Heun in the frozen grid field */
     int stretch;                /* 0 disables stretching and tilting (for tests) */
+    int baroclinic;             /* 0 disables baroclinic generation (density is then passive dye) */
 } vp_params;
 
 void vp_params_init(vp_params *p);
