@@ -1,0 +1,190 @@
+"""The API contract (api.md): views, validation, determinism, checkpoints."""
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import vortonpy as vp
+
+
+def small_sim(**kw):
+    sim = vp.scenes.ball_through_smoke(vortons=64, tracers=500, threads=2, **kw)
+    return sim
+
+
+def test_views_are_live_and_writable():
+    sim = small_sim()
+    pos = sim.vortons.position
+    assert pos.shape == (len(sim.vortons), 3) and pos.dtype == np.float64
+    pos[0] = (9.0, 9.0, 9.0)
+    assert np.all(sim.vortons.position[0] == 9.0)
+    sim.vortons.density = 0.1
+    assert np.all(sim.vortons.density == 0.1)
+    assert np.allclose(sim.vortons.temperature, 1 / 1.1)
+
+
+def test_view_survives_sim_deletion_and_growth():
+    sim = small_sim()
+    pos = sim.vortons.position
+    before = pos.copy()
+    sim.add_vortons(np.zeros((1000, 3)), np.zeros((1000, 3)), 0.05)  # forces regrowth
+    assert np.array_equal(pos, before)  # detached view keeps its values
+    pos[:] = 1.0  # writing into it is harmless
+    assert len(sim.vortons) == 1064 and not np.any(sim.vortons.position[:64] == 1.0)
+    t = sim.tracers.position
+    del sim
+    gc.collect()
+    t += 1.0  # still valid memory
+    assert np.isfinite(t).all()
+
+
+def test_view_base_keeps_memory():
+    sim = small_sim()
+    v = sim.vortons.vorticity
+    assert v.base is not None
+    del sim
+    gc.collect()
+    assert np.isfinite(v.sum())
+
+
+@pytest.mark.parametrize("args, exc, word", [
+    ((np.zeros((3, 2)), np.zeros((3, 3)), 0.1), ValueError, "position"),
+    ((np.zeros((3, 3)), np.zeros((4, 3)), 0.1), ValueError, "vorticity"),
+    ((np.zeros((3, 3)), np.zeros((3, 3)), -0.1), ValueError, "radius"),
+    ((np.zeros((3, 3)), np.zeros((3, 3)), 0.0), ValueError, "radius"),
+    ((np.full((3, 3), np.nan), np.zeros((3, 3)), 0.1), ValueError, "position"),
+    ((np.zeros((3, 3)), np.full((3, 3), np.inf), 0.1), ValueError, "vorticity"),
+    ((np.array([["a", "b", "c"]]), np.zeros((1, 3)), 0.1), TypeError, "position"),
+    ((np.zeros((3, 3)), np.zeros((3, 3)), [0.1, 0.2]), ValueError, "radius"),
+])
+def test_bad_vortons_raise_and_change_nothing(args, exc, word):
+    sim = small_sim()
+    n, pos = len(sim.vortons), sim.vortons.position.copy()
+    with pytest.raises(exc, match=word):
+        sim.add_vortons(*args)
+    assert len(sim.vortons) == n and np.array_equal(sim.vortons.position, pos)
+
+
+def test_bad_density_and_tracers():
+    sim = small_sim()
+    with pytest.raises(ValueError, match="density"):
+        sim.add_vortons(np.zeros((2, 3)), np.zeros((2, 3)), 0.1, density=-2.0)
+    with pytest.raises(ValueError, match="position"):
+        sim.add_tracers(np.zeros((2, 4)))
+    with pytest.raises(TypeError, match="position"):
+        sim.add_tracers(object())
+
+
+def test_bad_sim_arguments():
+    with pytest.raises(ValueError, match="solver"):
+        vp.Sim(solver="magic")
+    with pytest.raises(TypeError, match="solver"):
+        vp.Sim(solver=3)
+    with pytest.raises(ValueError, match="dt"):
+        vp.Sim(dt=-1)
+    with pytest.raises(ValueError, match="viscosity"):
+        vp.Sim(viscosity=float("nan"))
+    with pytest.raises(TypeError, match="unexpected"):
+        vp.Sim(viscositty=0.1)
+    with pytest.raises(ValueError, match="gravity"):
+        vp.Sim(gravity=(0, 0))
+    with pytest.raises(ValueError, match="threads"):
+        vp.Sim(threads=0)
+    with pytest.raises(ValueError, match="radius"):
+        vp.RigidBody(radius=-1)
+    with pytest.raises(ValueError, match="mass"):
+        vp.RigidBody(mass=0)
+
+
+def test_body_attributes_and_rules():
+    sim = vp.Sim(threads=1)
+    b = vp.RigidBody(position=(1, 2, 3), velocity=(1, 0, 0), radius=0.5, mass=2.0)
+    assert np.allclose(b.momentum, [2, 0, 0])
+    assert sim.add_body(b) is b and sim.bodies == [b]
+    with pytest.raises(ValueError):
+        sim.add_body(b)
+    b.angular_velocity = (0, 0, 1)
+    assert np.allclose(b.angular_momentum, [0, 0, 0.4 * 2 * 0.25])
+    with pytest.raises(TypeError):
+        sim.add_body("ball")
+
+
+def run(sim, n=10):
+    sim.step(n)
+    return sim.vortons.position.copy(), sim.vortons.vorticity.copy(), sim.bodies[0].momentum
+
+
+def test_deterministic_for_a_thread_count():
+    a, b = run(small_sim()), run(small_sim())
+    for x, y in zip(a, b):
+        assert np.array_equal(x, y)
+
+
+def test_save_load_continues_bit_identically(tmp_path):
+    sim = vp.scenes.hot_ball(tracers=300, threads=2, vortons=64, vorton_rate=30, tracer_rate=300)
+    sim.step(5)
+    path = tmp_path / "state.npz"
+    sim.save(path)
+    other = vp.Sim.load(path)
+    sim.step(7)
+    other.step(7)
+    assert len(sim.vortons) == len(other.vortons) and len(sim.tracers) == len(other.tracers)
+    for f in ("position", "vorticity", "density", "age"):
+        assert np.array_equal(getattr(sim.vortons, f), getattr(other.vortons, f)), f
+    assert np.array_equal(sim.tracers.position, other.tracers.position)
+    assert sim.bodies[0].temperature == other.bodies[0].temperature
+    assert sim.time == other.time and sim.frame == other.frame == 12
+
+
+def test_load_rejects_bad_files(tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a zip at all")
+    with pytest.raises(ValueError):
+        vp.Sim.load(bad)
+    np.savez(tmp_path / "foreign.npz", x=np.zeros(3))
+    with pytest.raises(ValueError):
+        vp.Sim.load(tmp_path / "foreign.npz")
+    sim = small_sim()
+    sim.save(tmp_path / "ok.npz")
+    data = (tmp_path / "ok.npz").read_bytes()
+    (tmp_path / "trunc.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError):
+        vp.Sim.load(tmp_path / "trunc.npz")
+
+
+def test_diagnostics_and_timings():
+    sim = small_sim()
+    sim.step(2)
+    d = sim.diagnostics()
+    for k in ("circulation", "linear_impulse", "angular_impulse", "enstrophy", "heat", "body_momentum"):
+        assert k in d
+    t = sim.timings
+    assert t["total"] > 0 and "velocity" in t and "contact" in t
+
+
+def test_velocity_at_matches_solver():
+    sim = vp.scenes.vortex_ring(tracers=0, threads=2)
+    pts = np.array([[0.0, 0, 0], [0.5, 0.2, 0.1]])
+    u = sim.velocity_at(pts)
+    sim.solver = "direct"
+    assert np.allclose(u, sim.velocity_at(pts), rtol=0.01, atol=1e-4)
+
+
+def test_overlapping_calls_from_threads_are_refused_or_serialised():
+    sim = vp.scenes.vortex_ring(tracers=0, threads=1)
+    errors = []
+
+    def worker():
+        try:
+            sim.step(3)
+        except RuntimeError as e:
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert sim.frame + 3 * len(errors) == 12
+    assert all("busy" in str(e) for e in errors)
