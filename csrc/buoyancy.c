@@ -2,6 +2,7 @@
  * buoyancy (physics.md 2.8, part 9). */
 #include <string.h>
 #include "internal.h"
+#include "grid_inline.h"
 #include "kernel.h"
 
 /* Density deviation on the grid: each vorton's mass deviation d_i V_i, cloud-in-cell splatted
@@ -39,7 +40,7 @@ void vp_baroclinic(vp_sim *s)
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long i = 0; i < (long)v->n; i++) {
         double grad[3], c[3];
-        vp_grid_interpolate(&s->grid, s->grid_density_gradient, 3, x + 3 * i, grad);
+        vp_grid_interp(&s->grid, s->grid_density_gradient, 3, x + 3 * i, grad);
         vp_cross3(grad, g, c);
         w[3 * i] += k * c[0]; w[3 * i + 1] += k * c[1]; w[3 * i + 2] += k * c[2];
     }

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <math.h>
 #include "internal.h"
+#include "grid_inline.h"
 #include "kernel.h"
 
 const char *const vp_phase_names[VP_PHASE_COUNT] = {
@@ -231,10 +232,10 @@ static void advect(const vp_sim *s, size_t n, double *x, double *vel)
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long i = 0; i < (long)n; i++) {
         double u0[3], u[3];
-        vp_grid_interpolate(&s->grid, s->grid_velocity, 3, x + 3 * i, u0);
+        vp_grid_interp(&s->grid, s->grid_velocity, 3, x + 3 * i, u0);
         if (order >= 2) {
             double xp[3] = {x[3 * i] + dt * u0[0], x[3 * i + 1] + dt * u0[1], x[3 * i + 2] + dt * u0[2]}, u1[3];
-            vp_grid_interpolate(&s->grid, s->grid_velocity, 3, xp, u1);
+            vp_grid_interp(&s->grid, s->grid_velocity, 3, xp, u1);
             for (int a = 0; a < 3; a++) u[a] = 0.5 * (u0[a] + u1[a]);
         } else {
             for (int a = 0; a < 3; a++) u[a] = u0[a];
@@ -255,10 +256,16 @@ void vp_advect_tracers(vp_sim *s)
     if (!t->n) return;
     advect(s, t->n, t->position->data, t->velocity->data);
     double *x = t->position->data, *d = t->density->data;
-    int threads = s->params.threads;
+    int threads = s->params.threads, any = 0;
     (void)threads;
+    size_t nn = vp_grid_count(&s->grid);
+    for (size_t k = 0; k < nn && !any; k++) any = s->grid_density[k] != 0.0;
+    if (!any) { /* uniform ambient fluid: nothing to sample */
+        memset(d, 0, t->n * sizeof(double));
+        return;
+    }
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (long i = 0; i < (long)t->n; i++) vp_grid_interpolate(&s->grid, s->grid_density, 1, x + 3 * i, d + i);
+    for (long i = 0; i < (long)t->n; i++) vp_grid_interp(&s->grid, s->grid_density, 1, x + 3 * i, d + i);
 }
 
 /* Phase 10 (physics.md 2.10): emitters add particles at their rates, uniformly in their

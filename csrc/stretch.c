@@ -6,6 +6,7 @@
  * Taylor series: exact for a frozen linear field to O(dt^5), and stable where explicit Euler
  * amplifies rotation (tilting) at every step. */
 #include "internal.h"
+#include "grid_inline.h"
 
 void vp_stretch(vp_sim *s)
 {
@@ -17,7 +18,7 @@ void vp_stretch(vp_sim *s)
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long i = 0; i < (long)v->n; i++) {
         double J[9];
-        vp_grid_interpolate(&s->grid, s->grid_jacobian, 9, x + 3 * i, J);
+        vp_grid_interp(&s->grid, s->grid_jacobian, 9, x + 3 * i, J);
         double t[3] = {w[3 * i], w[3 * i + 1], w[3 * i + 2]}, acc[3] = {t[0], t[1], t[2]};
         for (int k = 1; k <= 4; k++) {
             double f = dt / k;
