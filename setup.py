@@ -42,7 +42,7 @@ class BuildExt(build_ext):
         if shutil.which(cc) is None:
             cc = sysconfig.get_config_var("CC") or "cc"
             cc = cc.split()[0]
-        compile_args = ["-O3", "-std=gnu11", "-fno-math-errno", "-Wall", "-Wno-unknown-pragmas"]
+        compile_args = ["-O3", "-std=gnu11", "-fno-math-errno", "-fopenmp-simd", "-Wall", "-Wno-unknown-pragmas"]
         link_args = []
         if os.environ.get("VORTONPY_NATIVE") == "1" and _compiles(cc, ["-march=native"]):
             compile_args.append("-march=native")

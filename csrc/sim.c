@@ -194,6 +194,15 @@ int vp_sim_update_velocity_grid(vp_sim *s)
     size_t nn = vp_grid_count(&s->grid);
     if (s->params.solver == VP_SOLVER_POISSON) {
         st = vp_poisson_velocity_grid(s);
+    } else if (s->params.solver == VP_SOLVER_TREE && s->vortons.n) {
+        double *a = malloc(3 * s->vortons.n * sizeof(double));
+        if (!a) return VP_ERR_NOMEM;
+        strengths(s, a);
+        st = vp_tree_build(s->tree, s->vortons.n, s->vortons.position->data, a, s->vortons.radius->data,
+                           s->params.tree_leaf_size);
+        free(a);
+        if (!st) st = vp_tree_velocity_grid(s->tree, s->params.tree_theta, &s->grid, s->grid_velocity, s->params.threads);
+        s->interactions = vp_tree_last_interactions(s->tree);
     } else {
         double *pts = malloc(3 * nn * sizeof(double));
         if (!pts) return VP_ERR_NOMEM;

@@ -34,6 +34,9 @@ struct vp_tree {
     int *perm;          /* permuted index -> original */
     int *tmp;
     double *x, *a, *s2; /* permuted copies, 3,3,1 per vorton */
+    float *f;           /* permuted float32 SoA for the near field: 7 arrays of n_cap, */
+                        /* x y z relative to o, then a_x a_y a_z, then s^2 */
+    double o[3];        /* origin of the float coordinates (root box centre) */
     uint64_t interactions;
 };
 
@@ -42,7 +45,7 @@ vp_tree *vp_tree_create(void) { return calloc(1, sizeof(vp_tree)); }
 void vp_tree_free(vp_tree *t)
 {
     if (!t) return;
-    free(t->nodes); free(t->perm); free(t->tmp); free(t->x); free(t->a); free(t->s2);
+    free(t->nodes); free(t->perm); free(t->tmp); free(t->x); free(t->a); free(t->s2); free(t->f);
     free(t);
 }
 
@@ -135,6 +138,7 @@ int vp_tree_build(vp_tree *t, size_t n, const double *pos, const double *strengt
         double *d = realloc(t->x, 3 * n * sizeof(double)); if (!d) return VP_ERR_NOMEM; t->x = d;
         d = realloc(t->a, 3 * n * sizeof(double)); if (!d) return VP_ERR_NOMEM; t->a = d;
         d = realloc(t->s2, n * sizeof(double)); if (!d) return VP_ERR_NOMEM; t->s2 = d;
+        float *fl = realloc(t->f, 7 * n * sizeof(float)); if (!fl) return VP_ERR_NOMEM; t->f = fl;
         t->n_cap = n;
     }
     t->n = n; t->n_nodes = 0;
@@ -157,62 +161,213 @@ int vp_tree_build(vp_tree *t, size_t n, const double *pos, const double *strengt
     if (root < 0) return VP_ERR_NOMEM;
     t->nodes[root].start = 0; t->nodes[root].count = (int)n;
     if (build(t, root, bc, half, 0, leaf_size, pos, strength, radius)) return VP_ERR_NOMEM;
+    memcpy(t->o, bc, sizeof bc);
+    size_t cap = t->n_cap;
     for (size_t q = 0; q < n; q++) {
         int i = t->perm[q];
         memcpy(t->x + 3 * q, pos + 3 * i, 3 * sizeof(double));
         memcpy(t->a + 3 * q, strength + 3 * i, 3 * sizeof(double));
         t->s2[q] = radius[i] * radius[i];
+        for (int k = 0; k < 3; k++) {
+            t->f[k * cap + q] = (float)(pos[3 * i + k] - bc[k]);
+            t->f[(3 + k) * cap + q] = (float)strength[3 * i + k];
+        }
+        t->f[6 * cap + q] = (float)t->s2[q];
     }
     return VP_OK;
 }
 
-/* Far-field velocity of a supervorton (monopole + first moment), times 4 pi. */
-static inline void far_field(const tnode *nd, const double x[3], double u[3])
+/* Near field: sum of the regularised kernel over a contiguous float32 SoA batch of vortons
+ * at one target, vectorised (AVX-512 / AVX2 chosen at run time).  Returns 4 pi u. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__) && !defined(VP_NO_CLONES)
+#define VP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VP_CLONES
+#endif
+VP_CLONES
+static void near_batch(size_t m, const float *restrict X, const float *restrict Y, const float *restrict Z,
+                       const float *restrict AX, const float *restrict AY, const float *restrict AZ,
+                       const float *restrict S2, float x, float y, float z, double u[3])
 {
-    double r[3] = {x[0] - nd->c[0], x[1] - nd->c[1], x[2] - nd->c[2]};
-    double r2 = vp_dot3(r, r), ir3 = 1.0 / (r2 * sqrt(r2)), ir5 = ir3 / r2;
-    const double *D = nd->D;
-    double C[3] = {D[5] - D[7], D[6] - D[2], D[1] - D[3]};
-    double Dr[3] = {D[0] * r[0] + D[1] * r[1] + D[2] * r[2], D[3] * r[0] + D[4] * r[1] + D[5] * r[2],
-                    D[6] * r[0] + D[7] * r[1] + D[8] * r[2]};
-    double Axr[3], Drxr[3];
-    vp_cross3(nd->A, r, Axr); vp_cross3(Dr, r, Drxr);
-    for (int k = 0; k < 3; k++) u[k] += Axr[k] * ir3 - C[k] * ir3 + 3.0 * Drxr[k] * ir5;
+    float ux = 0, uy = 0, uz = 0;
+#pragma omp simd reduction(+ : ux, uy, uz)
+    for (size_t j = 0; j < m; j++) {
+        float rx = x - X[j], ry = y - Y[j], rz = z - Z[j];
+        float r2 = rx * rx + ry * ry + rz * rz, s2 = S2[j];
+        float iq = 1.0f / (r2 + s2);
+        float g = (r2 + 2.5f * s2) * iq * iq * sqrtf(iq);
+        ux += g * (AY[j] * rz - AZ[j] * ry);
+        uy += g * (AZ[j] * rx - AX[j] * rz);
+        uz += g * (AX[j] * ry - AY[j] * rx);
+    }
+    u[0] += ux; u[1] += uy; u[2] += uz;
 }
 
-void vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *points,
-                      double *vel, int threads)
+/* Far field: the supervorton expansions (see the top of this file) of a batch of nodes at
+ * one target, float32 SoA, vectorised.  F holds 15 arrays of stride c: centre (relative to
+ * the tree origin), A, then D row-major.  Returns 4 pi u. */
+VP_CLONES
+static void far_batch(size_t m, size_t c, const float *restrict F, float x, float y, float z, double u[3])
+{
+    const float *CX = F, *CY = F + c, *CZ = F + 2 * c, *A0 = F + 3 * c, *A1 = F + 4 * c, *A2 = F + 5 * c;
+    const float *D0 = F + 6 * c, *D1 = F + 7 * c, *D2 = F + 8 * c, *D3 = F + 9 * c, *D4 = F + 10 * c,
+                *D5 = F + 11 * c, *D6 = F + 12 * c, *D7 = F + 13 * c, *D8 = F + 14 * c;
+    float ux = 0, uy = 0, uz = 0;
+#pragma omp simd reduction(+ : ux, uy, uz)
+    for (size_t j = 0; j < m; j++) {
+        float rx = x - CX[j], ry = y - CY[j], rz = z - CZ[j];
+        float r2 = rx * rx + ry * ry + rz * rz;
+        float ir = 1.0f / sqrtf(r2), ir3 = ir * ir * ir, ir5 = 3.0f * ir3 / r2;
+        float cx = D5[j] - D7[j], cy = D6[j] - D2[j], cz = D1[j] - D3[j];
+        float dx = D0[j] * rx + D1[j] * ry + D2[j] * rz;
+        float dy = D3[j] * rx + D4[j] * ry + D5[j] * rz;
+        float dz = D6[j] * rx + D7[j] * ry + D8[j] * rz;
+        ux += (A1[j] * rz - A2[j] * ry - cx) * ir3 + (dy * rz - dz * ry) * ir5;
+        uy += (A2[j] * rx - A0[j] * rz - cy) * ir3 + (dz * rx - dx * rz) * ir5;
+        uz += (A0[j] * ry - A1[j] * rx - cz) * ir3 + (dx * ry - dy * rx) * ir5;
+    }
+    u[0] += ux; u[1] += uy; u[2] += uz;
+}
+
+/* Per-thread interaction lists of one target group. */
+typedef struct {
+    float *far; size_t n_far, cap_far;    /* 15 SoA arrays of cap_far (far_batch) */
+    float *near; size_t n_near, cap_near; /* 7 SoA arrays of cap_near (near_batch) */
+} ilist;
+
+static int ilist_far(ilist *L, const vp_tree *t, int id)
+{
+    if (L->n_far == L->cap_far) {
+        size_t c = L->cap_far ? 2 * L->cap_far : 256;
+        float *p = malloc(15 * c * sizeof(float));
+        if (!p) return -1;
+        for (int k = 0; k < 15; k++) memcpy(p + k * c, L->far + k * L->cap_far, L->n_far * sizeof(float));
+        free(L->far);
+        L->far = p; L->cap_far = c;
+    }
+    const tnode *nd = &t->nodes[id];
+    size_t c = L->cap_far, q = L->n_far++;
+    for (int k = 0; k < 3; k++) {
+        L->far[k * c + q] = (float)(nd->c[k] - t->o[k]);
+        L->far[(3 + k) * c + q] = (float)nd->A[k];
+    }
+    for (int k = 0; k < 9; k++) L->far[(6 + k) * c + q] = (float)nd->D[k];
+    return 0;
+}
+
+static int ilist_near(ilist *L, const vp_tree *t, int start, int count)
+{
+    if (L->n_near + (size_t)count > L->cap_near) {
+        size_t c = L->cap_near ? L->cap_near : 1024;
+        while (c < L->n_near + (size_t)count) c *= 2;
+        float *p = malloc(7 * c * sizeof(float));
+        if (!p) return -1;
+        for (int k = 0; k < 7; k++) memcpy(p + k * c, L->near + k * L->cap_near, L->n_near * sizeof(float));
+        free(L->near);
+        L->near = p; L->cap_near = c;
+    }
+    for (int k = 0; k < 7; k++)
+        memcpy(L->near + k * L->cap_near + L->n_near, t->f + k * t->n_cap + start, (size_t)count * sizeof(float));
+    L->n_near += (size_t)count;
+    return 0;
+}
+
+/* Build the lists for a group of targets inside the sphere (gc, gr): a node is summarised
+ * when it is well separated from the whole group (bounding radius < theta (d - gr), and
+ * d - gr beyond 4 core radii); leaves that are not go to the near list. */
+static int build_lists(const vp_tree *t, double theta, const double gc[3], double gr, ilist *L)
+{
+    int stack[512], sp = 0;
+    L->n_far = 0; L->n_near = 0;
+    stack[sp++] = 0;
+    while (sp) {
+        int id = stack[--sp];
+        const tnode *nd = &t->nodes[id];
+        double dx = gc[0] - nd->c[0], dy = gc[1] - nd->c[1], dz = gc[2] - nd->c[2];
+        double d = sqrt(dx * dx + dy * dy + dz * dz) - gr;
+        if (d > 0 && nd->r2max < theta * theta * d * d && d * d > 16.0 * nd->s2max) {
+            if (ilist_far(L, t, id)) return -1;
+        } else if (nd->leaf || sp >= 504) {
+            if (ilist_near(L, t, nd->start, nd->count)) return -1;
+        } else {
+            for (int o = 7; o >= 0; o--)
+                if (nd->child[o] >= 0) stack[sp++] = nd->child[o];
+        }
+    }
+    return 0;
+}
+
+static uint64_t eval_lists(const vp_tree *t, const ilist *L, const double x[3], double vel[3])
+{
+    double ufar[3] = {0, 0, 0}, unear[3] = {0, 0, 0};
+    float xf = (float)(x[0] - t->o[0]), yf = (float)(x[1] - t->o[1]), zf = (float)(x[2] - t->o[2]);
+    far_batch(L->n_far, L->cap_far, L->far, xf, yf, zf, ufar);
+    size_t c = L->cap_near;
+    const float *N = L->near;
+    near_batch(L->n_near, N, N + c, N + 2 * c, N + 3 * c, N + 4 * c, N + 5 * c, N + 6 * c, xf, yf, zf, unear);
+    for (int k = 0; k < 3; k++) vel[k] = VP_INV4PI * (unear[k] + ufar[k]);
+    return (uint64_t)(L->n_far + L->n_near);
+}
+
+/* Velocity at arbitrary points: each point is its own group. */
+void vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *points, double *vel, int threads)
 {
     (void)threads;
-    double th2 = theta * theta;
     uint64_t total = 0;
+    int fail = 0;
     if (t->n == 0) { memset(vel, 0, 3 * m * sizeof(double)); return; }
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 64) reduction(+ : total)
-    for (long p = 0; p < (long)m; p++) {
-        const double *x = points + 3 * p;
-        double ufar[3] = {0, 0, 0}, unear[3] = {0, 0, 0};
-        int stack[512]; int sp = 0;
-        stack[sp++] = 0;
-        uint64_t cnt = 0;
-        while (sp) {
-            const tnode *nd = &t->nodes[stack[--sp]];
-            double dx = x[0] - nd->c[0], dy = x[1] - nd->c[1], dz = x[2] - nd->c[2];
-            double d2 = dx * dx + dy * dy + dz * dz;
-            if (nd->r2max < th2 * d2 && d2 > 16.0 * nd->s2max) {
-                far_field(nd, x, ufar); cnt++;
-            } else if (nd->leaf) {
-                for (int q = nd->start; q < nd->start + nd->count; q++)
-                    vp_kernel_add(x, t->x + 3 * q, t->a + 3 * q, t->s2[q], unear);
-                cnt += (uint64_t)nd->count;
-            } else {
-                for (int o = 7; o >= 0; o--)
-                    if (nd->child[o] >= 0 && sp < 512) stack[sp++] = nd->child[o];
-            }
+#pragma omp parallel num_threads(threads) reduction(+ : total, fail)
+    {
+        ilist L = {0};
+#pragma omp for schedule(dynamic, 16)
+        for (long p = 0; p < (long)m; p++) {
+            if (build_lists(t, theta, points + 3 * p, 0.0, &L)) { fail++; continue; }
+            total += eval_lists(t, &L, points + 3 * p, vel + 3 * p);
         }
-        for (int k = 0; k < 3; k++) vel[3 * p + k] = unear[k] + VP_INV4PI * ufar[k];
-        total += cnt;
+        free(L.far); free(L.near);
+    }
+    ((vp_tree *)t)->interactions = fail ? 0 : total;
+}
+
+/* Velocity at every node of a grid: nodes are taken in blocks of 4x4x4 that share one
+ * interaction list, which amortises the traversal and lets the near field run as long
+ * vectorised batches. */
+int vp_tree_velocity_grid(const vp_tree *t, double theta, const vp_grid *g, double *vel, int threads)
+{
+    (void)threads;
+    const int B = 4;
+    int nb[3] = {(g->n[0] + B - 1) / B, (g->n[1] + B - 1) / B, (g->n[2] + B - 1) / B};
+    long nblocks = (long)nb[0] * nb[1] * nb[2];
+    uint64_t total = 0;
+    int fail = 0;
+    if (t->n == 0) { memset(vel, 0, 3 * vp_grid_count(g) * sizeof(double)); return VP_OK; }
+#pragma omp parallel num_threads(threads) reduction(+ : total, fail)
+    {
+        ilist L = {0};
+#pragma omp for schedule(dynamic, 1)
+        for (long b = 0; b < nblocks; b++) {
+            int bi = (int)(b % nb[0]), bj = (int)((b / nb[0]) % nb[1]), bk = (int)(b / ((long)nb[0] * nb[1]));
+            int lo[3] = {bi * B, bj * B, bk * B}, hi[3];
+            double gc[3], gr2 = 0;
+            for (int a = 0; a < 3; a++) {
+                hi[a] = lo[a] + B < g->n[a] ? lo[a] + B : g->n[a];
+                gc[a] = g->origin[a] + g->h * 0.5 * (lo[a] + hi[a] - 1);
+                double half = 0.5 * g->h * (hi[a] - 1 - lo[a]);
+                gr2 += half * half;
+            }
+            if (build_lists(t, theta, gc, sqrt(gr2), &L)) { fail++; continue; }
+            for (int k = lo[2]; k < hi[2]; k++)
+                for (int j = lo[1]; j < hi[1]; j++)
+                    for (int i = lo[0]; i < hi[0]; i++) {
+                        size_t id = (size_t)i + (size_t)g->n[0] * ((size_t)j + (size_t)g->n[1] * k);
+                        double x[3] = {g->origin[0] + g->h * i, g->origin[1] + g->h * j, g->origin[2] + g->h * k};
+                        total += eval_lists(t, &L, x, vel + 3 * id);
+                    }
+        }
+        free(L.far); free(L.near);
     }
     ((vp_tree *)t)->interactions = total;
+    return fail ? VP_ERR_NOMEM : VP_OK;
 }
 
 void vp_direct_velocity(size_t n, const double *pos, const double *strength, const double *radius,

@@ -138,6 +138,8 @@ int vp_tree_build(vp_tree *t, size_t n, const double *pos, const double *strengt
 /* Velocity at m points; theta is the opening angle (accuracy knob, smaller = exact). */
 void vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *points,
                       double *vel, int threads);
+/* Velocity at every node of a grid (blocks of nodes share interaction lists). */
+int vp_tree_velocity_grid(const vp_tree *t, double theta, const vp_grid *g, double *vel, int threads);
 size_t vp_tree_node_count(const vp_tree *t);
 uint64_t vp_tree_last_interactions(const vp_tree *t); /* pair + node interactions of last call */
 

@@ -63,9 +63,12 @@ def test_tree_agrees_with_direct():
         ut = sim.velocity_at(pts)
         rel = np.sqrt(np.mean(np.sum((ut - ud) ** 2, 1)) / np.mean(np.sum(ud ** 2, 1)))
         assert rel < 0.01
-        # and the accuracy knob works: theta -> 0 is exact
+        # and the accuracy knob works: theta -> 0 is exact up to the float32 arithmetic of the
+        # tree's kernels (relative 1e-7 per term; sums of ~1e4 terms stay well inside 1e-4)
         sim.tree_theta = 0.0
-        assert np.allclose(sim.velocity_at(pts), ud, rtol=1e-10, atol=1e-12)
+        u0 = sim.velocity_at(pts)
+        scale = np.sqrt(np.mean(np.sum(ud ** 2, 1)))
+        assert np.max(np.abs(u0 - ud)) < 1e-4 * scale
 
 
 def test_single_vorton_velocity_is_regularised_biot_savart():
