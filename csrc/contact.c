@@ -61,8 +61,9 @@ static void place_contact(const vp_body *B, const double x[3], double sr, const 
  * squares sense (normal equations with a light ridge, Cholesky), in chunks of at most
  * VP_CONTACT_CHUNK contacts.  With one contact, k = 1: the single-vorton inverse exactly. */
 #define VP_CONTACT_CHUNK 512
-static int solve_contacts(const contact *c, size_t nc, double *a_out)
+static int solve_contacts(const contact *c, size_t nc, double *a_out, int threads)
 {
+    (void)threads;
     double *G = malloc(3 * nc * nc * sizeof(double)), *A = malloc(nc * nc * sizeof(double)),
            *k = malloc(nc * sizeof(double)), *astar = malloc(3 * nc * sizeof(double));
     if (!G || !A || !k || !astar) { free(G); free(A); free(k); free(astar); return VP_ERR_NOMEM; }
@@ -70,35 +71,48 @@ static int solve_contacts(const contact *c, size_t nc, double *a_out)
         double r[3] = {c[j].P[0] - c[j].xnew[0], c[j].P[1] - c[j].xnew[1], c[j].P[2] - c[j].xnew[2]};
         vp_kernel_assign_by_velocity(r, c[j].target, c[j].s2, astar + 3 * j);
     }
-    for (size_t i = 0; i < nc; i++) /* G[i][j]: velocity at P_i from a_j* */
-        for (size_t j = 0; j < nc; j++) {
-            double *g = G + 3 * (i * nc + j);
+    /* G[j][i]: velocity at P_i from a_j* (column j contiguous over i) */
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long jj = 0; jj < (long)nc; jj++) {
+        size_t j = (size_t)jj;
+        for (size_t i = 0; i < nc; i++) {
+            double *g = G + 3 * (j * nc + i);
             g[0] = g[1] = g[2] = 0;
             vp_kernel_add(c[i].P, c[j].xnew, astar + 3 * j, c[j].s2, g);
         }
-    double trace = 0;
-    for (size_t p = 0; p < nc; p++) {
+    }
+    /* normal equations A = G^T G (lower triangle), rhs = G^T t */
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 4)
+    for (long pp = 0; pp < (long)nc; pp++) {
+        size_t p = (size_t)pp;
+        const double *gp = G + 3 * p * nc;
         double acc = 0;
-        for (size_t i = 0; i < nc; i++) acc += vp_dot3(G + 3 * (i * nc + p), c[i].target);
+        for (size_t i = 0; i < nc; i++) acc += vp_dot3(gp + 3 * i, c[i].target);
         k[p] = acc;
         for (size_t q = 0; q <= p; q++) {
+            const double *gq = G + 3 * q * nc;
             double sum = 0;
-            for (size_t i = 0; i < nc; i++) sum += vp_dot3(G + 3 * (i * nc + p), G + 3 * (i * nc + q));
+#pragma omp simd reduction(+ : sum)
+            for (size_t i = 0; i < 3 * nc; i++) sum += gp[i] * gq[i];
             A[p * nc + q] = sum;
         }
-        trace += A[p * nc + p];
     }
+    double trace = 0;
+    for (size_t p = 0; p < nc; p++) trace += A[p * nc + p];
     double lambda = 1e-3 * trace / (double)nc + 1e-300;
     for (size_t p = 0; p < nc; p++) A[p * nc + p] += lambda;
     for (size_t j = 0; j < nc; j++) { /* Cholesky, lower triangle in place */
-        double d = A[j * nc + j];
-        for (size_t q = 0; q < j; q++) d -= A[j * nc + q] * A[j * nc + q];
+        double d = A[j * nc + j], dd = 0;
+#pragma omp simd reduction(+ : dd)
+        for (size_t q = 0; q < j; q++) dd += A[j * nc + q] * A[j * nc + q];
+        d -= dd;
         d = sqrt(d > lambda ? d : lambda);
         A[j * nc + j] = d;
         for (size_t i = j + 1; i < nc; i++) {
-            double sum = A[i * nc + j];
-            for (size_t q = 0; q < j; q++) sum -= A[i * nc + q] * A[j * nc + q];
-            A[i * nc + j] = sum / d;
+            double sum = 0;
+#pragma omp simd reduction(+ : sum)
+            for (size_t q = 0; q < j; q++) sum += A[i * nc + q] * A[j * nc + q];
+            A[i * nc + j] = (A[i * nc + j] - sum) / d;
         }
     }
     for (size_t i = 0; i < nc; i++) {
@@ -178,7 +192,7 @@ int vp_sim_collide(vp_sim *s)
             }
             for (size_t c0 = 0; c0 < nc; c0 += VP_CONTACT_CHUNK) {
                 size_t cn = nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK;
-                if (solve_contacts(cs + c0, cn, anew + 3 * c0)) { free(cs); free(anew); return VP_ERR_NOMEM; }
+                if (solve_contacts(cs + c0, cn, anew + 3 * c0, threads)) { free(cs); free(anew); return VP_ERR_NOMEM; }
             }
             for (size_t q = 0; q < nc; q++) {
                 size_t i = cs[q].i;

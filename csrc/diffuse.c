@@ -16,6 +16,46 @@
 #include "internal.h"
 #include "kernel.h"
 
+/* exp(-t) for 0 <= t <= 16, vectorisable (pure arithmetic): (exp(-t/16))^16 with a
+ * degree-12 Taylor polynomial on [0, 1]; relative error below 1e-8 there.  The PSE cutoff
+ * keeps t <= pse_cutoff^2 (<= 16 is enforced by the caller's clamp). */
+static inline double vp_exp_neg(double t)
+{
+    double f = t * 0.0625, p = 1.0 / 479001600.0;
+    static const double c[12] = {-1.0 / 39916800.0, 1.0 / 3628800.0, -1.0 / 362880.0, 1.0 / 40320.0,
+                                 -1.0 / 5040.0,     1.0 / 720.0,     -1.0 / 120.0,    1.0 / 24.0,
+                                 -1.0 / 6.0,        0.5,             -1.0,            1.0};
+    for (int i = 0; i < 12; i++) p = p * f + c[i];
+    p = p * p; p = p * p; p = p * p; p = p * p;
+    return p;
+}
+
+/* One row of neighbour cells: adds sum_j eta'(x_q - x_j) V_j / e^2 (w_j - w_q) and the same for
+ * T, with eta' = exp(-r^2/e^2)/e^3 (the caller multiplies by the normalisation).  The pair
+ * weight is computed from symmetric quantities, so it is bitwise the same for (q, j) and
+ * (j, q): the exchange is exactly antisymmetric.  j == q contributes zero. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__) && !defined(VP_NO_CLONES)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void vp_pse_row(size_t a, size_t b, size_t q, const double *restrict X, const double *restrict Y,
+                       const double *restrict Z, const double *restrict E, const double *restrict V,
+                       const double *restrict WX, const double *restrict WY, const double *restrict WZ,
+                       const double *restrict T, double cut2, double acc[4])
+{
+    double xq = X[q], yq = Y[q], zq = Z[q], eq = E[q], wx = WX[q], wy = WY[q], wz = WZ[q], tq = T[q];
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+    for (size_t j = a; j < b; j++) {
+        double dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
+        double r2 = dx * dx + dy * dy + dz * dz;
+        double eij = 0.5 * (eq + E[j]), e2 = eij * eij, u = r2 / e2;
+        double inside = u <= cut2, uc = u < cut2 ? u : cut2;
+        double f = inside * vp_exp_neg(uc) / (e2 * e2 * eij) * V[j];
+        s0 += f * (WX[j] - wx); s1 += f * (WY[j] - wy); s2 += f * (WZ[j] - wz); s3 += f * (T[j] - tq);
+    }
+    acc[0] += s0; acc[1] += s1; acc[2] += s2; acc[3] += s3;
+}
+
 int vp_diffuse(vp_sim *s)
 {
     vp_vortons *v = &s->vortons;
@@ -82,42 +122,41 @@ int vp_diffuse(vp_sim *s)
         free(fill);
     }
     const double norm = 4.0 / (VP_PI * sqrt(VP_PI));
+    /* sorted double SoA copies: x y z e V wx wy wz T, and outputs dw (3) dT in sorted order */
+    double *so = malloc(13 * n * sizeof(double));
+    if (!so) { free(start); free(order); free(cid); return VP_ERR_NOMEM; }
+    double *X = so, *Y = so + n, *Z = so + 2 * n, *E = so + 3 * n, *VV = so + 4 * n, *WX = so + 5 * n,
+           *WY = so + 6 * n, *WZ = so + 7 * n, *TT = so + 8 * n, *OW = so + 9 * n, *OT = so + 12 * n;
+    for (size_t q = 0; q < n; q++) {
+        size_t i = order[q];
+        X[q] = x[3 * i]; Y[q] = x[3 * i + 1]; Z[q] = x[3 * i + 2]; E[q] = e[i]; VV[q] = V[i];
+        WX[q] = w[3 * i]; WY[q] = w[3 * i + 1]; WZ[q] = w[3 * i + 2]; TT[q] = T[i];
+    }
     int threads = s->params.threads;
     (void)threads;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 64)
-    for (long ii = 0; ii < (long)n; ii++) {
-        size_t i = (size_t)ii;
-        size_t c = cid[i];
+    for (long qq = 0; qq < (long)n; qq++) {
+        size_t q = (size_t)qq, c = cid[order[q]];
         int cx = (int)(c % nc[0]), cy = (int)((c / nc[0]) % nc[1]), cz = (int)(c / ((size_t)nc[0] * nc[1]));
-        double aw[3] = {0, 0, 0}, aT = 0;
+        int x0 = cx > 0 ? cx - 1 : 0, x1 = cx + 1 < nc[0] ? cx + 1 : nc[0] - 1;
+        double acc[4] = {0, 0, 0, 0};
         for (int kz = cz - 1; kz <= cz + 1; kz++) {
             if (kz < 0 || kz >= nc[2]) continue;
             for (int ky = cy - 1; ky <= cy + 1; ky++) {
                 if (ky < 0 || ky >= nc[1]) continue;
-                for (int kx = cx - 1; kx <= cx + 1; kx++) {
-                    if (kx < 0 || kx >= nc[0]) continue;
-                    size_t cc = (size_t)kx + (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
-                    for (size_t q = start[cc]; q < start[cc + 1]; q++) {
-                        size_t j = order[q];
-                        if (j == i) continue;
-                        double dx = x[3 * j] - x[3 * i], dy = x[3 * j + 1] - x[3 * i + 1],
-                               dz = x[3 * j + 2] - x[3 * i + 2];
-                        double r2 = dx * dx + dy * dy + dz * dz;
-                        double eij = 0.5 * (e[i] + e[j]), e2 = eij * eij;
-                        if (r2 > cut * cut * e2) continue;
-                        /* eta_e V_j / e^2 */
-                        double f = norm / (e2 * eij) * exp(-r2 / e2) * V[j] / e2;
-                        aw[0] += f * (w[3 * j] - w[3 * i]);
-                        aw[1] += f * (w[3 * j + 1] - w[3 * i + 1]);
-                        aw[2] += f * (w[3 * j + 2] - w[3 * i + 2]);
-                        aT += f * (T[j] - T[i]);
-                    }
-                }
+                size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
+                /* cells x0..x1 of this row are contiguous in the sorted order */
+                vp_pse_row(start[row + x0], start[row + x1 + 1], q, X, Y, Z, E, VV, WX, WY, WZ, TT, cut * cut, acc);
             }
         }
-        dw[3 * i] = nu * dt * aw[0]; dw[3 * i + 1] = nu * dt * aw[1]; dw[3 * i + 2] = nu * dt * aw[2];
-        dT[i] = kappa * dt * aT;
+        OW[3 * q] = nu * dt * norm * acc[0]; OW[3 * q + 1] = nu * dt * norm * acc[1];
+        OW[3 * q + 2] = nu * dt * norm * acc[2]; OT[q] = kappa * dt * norm * acc[3];
     }
+    for (size_t q = 0; q < n; q++) {
+        size_t i = order[q];
+        dw[3 * i] = OW[3 * q]; dw[3 * i + 1] = OW[3 * q + 1]; dw[3 * i + 2] = OW[3 * q + 2]; dT[i] = OT[q];
+    }
+    free(so);
     free(start); free(order); free(cid);
     for (size_t i = 0; i < n; i++) {
         if (nu > 0) { w[3 * i] += dw[3 * i]; w[3 * i + 1] += dw[3 * i + 1]; w[3 * i + 2] += dw[3 * i + 2]; }

@@ -289,7 +289,7 @@ static const param_spec PARAMS[] = {
     {"tree_leaf_size", PO(tree_leaf_size), 1, 1, 0, 4096, "vortons per tree leaf"},
     {"grid_cells_per_vorton", PO(grid_cells_per_vorton), 0, 0, 1, 1e4, "grid cells per vorton"},
     {"pse_width", PO(pse_width), 0, 0, 1, 100, "PSE kernel width / particle spacing"},
-    {"pse_cutoff", PO(pse_cutoff), 0, 1, 0, 10, "PSE cutoff in kernel widths"},
+    {"pse_cutoff", PO(pse_cutoff), 0, 1, 0, 4, "PSE cutoff in kernel widths (at most 4)"},
     {"contact_blend", PO(contact_blend), 0, 0, 1, 1.0, "fraction of the boundary vorticity assigned per step"},
     {"vorton_lifetime", PO(vorton_lifetime), 0, 0, 0, INFINITY, "vortons older than this are removed (0: never)"},
     {"tracer_lifetime", PO(tracer_lifetime), 0, 0, 0, INFINITY, "tracers older than this are removed (0: never)"},
