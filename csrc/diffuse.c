@@ -76,6 +76,8 @@ int vp_diffuse(vp_sim *s)
     if (!sc) return VP_ERR_NOMEM;
     double *e = sc, *V = sc + n, *T = sc + 2 * n, *dw = sc + 3 * n, *dT = sc + 6 * n;
     double emax = 0, lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    double lim_lo[3], lim_hi[3]; /* outliers go to the edge cells: they sit far from all */
+    vp_robust_limits(s, 0, lim_lo, lim_hi);
     int any_heat = 0;
     for (size_t i = 0; i < n; i++) {
         V[i] = vp_volume(r[i]);
@@ -84,10 +86,13 @@ int vp_diffuse(vp_sim *s)
         T[i] = vp_temperature_from_density(rho0, d[i]);
         if (d[i] != 0.0) any_heat = 1;
         for (int a = 0; a < 3; a++) {
-            if (x[3 * i + a] < lo[a]) lo[a] = x[3 * i + a];
-            if (x[3 * i + a] > hi[a]) hi[a] = x[3 * i + a];
+            double c = x[3 * i + a];
+            if (c < lim_lo[a] || c > lim_hi[a]) continue;
+            if (c < lo[a]) lo[a] = c;
+            if (c > hi[a]) hi[a] = c;
         }
     }
+    for (int a = 0; a < 3; a++) if (!(lo[a] <= hi[a])) { lo[a] = 0; hi[a] = 0; }
     if (kappa <= 0) any_heat = 0;
     /* cell list with cells of the cutoff distance; bounded cell count */
     double cell = cut * emax;
@@ -106,9 +111,9 @@ int vp_diffuse(vp_sim *s)
     for (size_t i = 0; i < n; i++) {
         int c[3];
         for (int a = 0; a < 3; a++) {
-            c[a] = (int)((x[3 * i + a] - lo[a]) / cell);
-            if (c[a] >= nc[a]) c[a] = nc[a] - 1;
-            if (c[a] < 0) c[a] = 0;
+            double u = (x[3 * i + a] - lo[a]) / cell; /* clamp before the cast: outliers */
+            u = u > 0 ? (u < nc[a] - 1 ? u : nc[a] - 1) : 0;
+            c[a] = (int)u;
         }
         cid[i] = (size_t)c[0] + (size_t)nc[0] * ((size_t)c[1] + (size_t)nc[1] * c[2]);
         start[cid[i] + 1]++;

@@ -12,8 +12,9 @@ void vp_stretch(vp_sim *s);                      /* 2.3 */
 void vp_baroclinic(vp_sim *s);                   /* 2.4 */
 void vp_splat_density(vp_sim *s);                /* 2.4 density grid */
 int vp_diffuse(vp_sim *s);                       /* 2.5 */
-void vp_advect_vortons(vp_sim *s);               /* 2.6 */
-void vp_advect_tracers(vp_sim *s);               /* 2.6 */
+int vp_advect_vortons(vp_sim *s);                /* 2.6 */
+int vp_advect_tracers(vp_sim *s);                /* 2.6 */
+void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]); /* 2.1 */
 void vp_bodies_buoyancy(vp_sim *s);              /* 2.8 */
 int vp_emit(vp_sim *s);                          /* 2.10 */
 int vp_expire(vp_sim *s);                        /* 2.10 lifetimes */

@@ -296,6 +296,7 @@ static const param_spec PARAMS[] = {
     {"advect_order", PO(advect_order), 1, 1, 0, 2, "1: explicit Euler, 2: Heun"},
     {"stretch", PO(stretch), 1, 0, 0, 1, "1: vortex stretching and tilting on"},
     {"baroclinic", PO(baroclinic), 1, 0, 0, 1, "1: baroclinic vorticity generation on (0: density is passive dye)"},
+    {"rollback", PO(rollback), 1, 0, 0, 1, "1: a step that fails (FloatingPointError) leaves the state as before it"},
 };
 #define N_PARAMS (sizeof PARAMS / sizeof PARAMS[0])
 

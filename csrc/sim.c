@@ -31,6 +31,7 @@ void vp_params_init(vp_params *p)
     p->advect_order = 2;
     p->stretch = 1;
     p->baroclinic = 1;
+    p->rollback = 0;
 }
 
 vp_sim *vp_sim_create(const vp_params *p)
@@ -57,6 +58,7 @@ void vp_sim_free(vp_sim *s)
     free(s->bodies); free(s->emitters);
     free(s->grid_velocity); free(s->grid_jacobian); free(s->grid_density); free(s->grid_density_gradient);
     free(s->scratch);
+    free(s->backup); free(s->backup_bodies); free(s->backup_emitters);
     vp_tree_free(s->tree);
     free(s);
 }
@@ -97,29 +99,72 @@ int vp_sim_add_emitter(vp_sim *s, const vp_emitter *e)
     return VP_OK;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The box the grid may cover, robust to outliers: from a deterministic sample of at most
+ * 4096 particles, the 0.5% and 99.5% quantiles per axis, widened by the quantile range on
+ * each side.  A scene's own particles never fall outside it (a uniform block spans 1.01 of
+ * the range); a vorton flung far away does, and is advected by direct evaluation instead
+ * of stretching the grid over empty space (issue 7). */
+void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3])
+{
+    size_t nv = s->vortons.n, nt = with_tracers ? s->tracers.n : 0, n = nv + nt;
+    for (int a = 0; a < 3; a++) { lim_lo[a] = -INFINITY; lim_hi[a] = INFINITY; }
+    if (n < 200) return;
+    size_t m = n < 4096 ? n : 4096;
+    double *buf = malloc(m * sizeof(double));
+    if (!buf) return; /* no limits: the plain bounding box */
+    for (int a = 0; a < 3; a++) {
+        for (size_t k = 0; k < m; k++) {
+            size_t i = (size_t)(((double)k + 0.5) * (double)n / (double)m);
+            buf[k] = i < nv ? s->vortons.position->data[3 * i + a] : s->tracers.position->data[3 * (i - nv) + a];
+        }
+        qsort(buf, m, sizeof(double), cmp_double);
+        double lo = buf[(size_t)(0.005 * (m - 1))], hi = buf[(size_t)(0.995 * (m - 1))], w = hi - lo;
+        if (w <= 0) continue;
+        lim_lo[a] = lo - w;
+        lim_hi[a] = hi + w;
+    }
+    free(buf);
+}
+
 /* Phase 1 (physics.md 2.1): the grid follows the particles (open boundaries).  It covers
- * every vorton and tracer, padded by three core radii and a cell, with cubic cells sized
- * for grid_cells_per_vorton cells per vorton, never more than grid_max_points nodes. */
+ * every vorton and tracer inside the robust limits above, padded by three core radii and a
+ * cell, with cubic cells sized for grid_cells_per_vorton cells per vorton, never more than
+ * grid_max_points nodes. */
 int vp_domain_update(vp_sim *s)
 {
     double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY}, smax = 0;
+    double lim_lo[3], lim_hi[3];
+    vp_robust_limits(s, 1, lim_lo, lim_hi);
     const double *x = s->vortons.n ? s->vortons.position->data : NULL;
     for (size_t i = 0; i < s->vortons.n; i++) {
         for (int a = 0; a < 3; a++) {
-            if (x[3 * i + a] < lo[a]) lo[a] = x[3 * i + a];
-            if (x[3 * i + a] > hi[a]) hi[a] = x[3 * i + a];
+            double c = x[3 * i + a];
+            if (!isfinite(c)) return VP_ERR_NONFINITE;
+            if (c < lim_lo[a] || c > lim_hi[a]) continue;
+            if (c < lo[a]) lo[a] = c;
+            if (c > hi[a]) hi[a] = c;
         }
         if (s->vortons.radius->data[i] > smax) smax = s->vortons.radius->data[i];
     }
     const double *t = s->tracers.n ? s->tracers.position->data : NULL;
     for (size_t i = 0; i < s->tracers.n; i++)
         for (int a = 0; a < 3; a++) {
-            if (t[3 * i + a] < lo[a]) lo[a] = t[3 * i + a];
-            if (t[3 * i + a] > hi[a]) hi[a] = t[3 * i + a];
+            double c = t[3 * i + a];
+            if (!isfinite(c)) return VP_ERR_NONFINITE;
+            if (c < lim_lo[a] || c > lim_hi[a]) continue;
+            if (c < lo[a]) lo[a] = c;
+            if (c > hi[a]) hi[a] = c;
         }
-    if (!(lo[0] <= hi[0])) { lo[0] = lo[1] = lo[2] = -1; hi[0] = hi[1] = hi[2] = 1; smax = 0.1; }
-    for (int a = 0; a < 3; a++)
-        if (!isfinite(lo[a]) || !isfinite(hi[a])) return VP_ERR_NONFINITE;
+    if (!(lo[0] <= hi[0]) || !(lo[1] <= hi[1]) || !(lo[2] <= hi[2])) {
+        lo[0] = lo[1] = lo[2] = -1; hi[0] = hi[1] = hi[2] = 1;
+        if (smax == 0) smax = 0.1;
+    }
     double pad = 3.0 * smax, vol = 1.0, ext[3];
     for (int a = 0; a < 3; a++) { lo[a] -= pad; hi[a] += pad; ext[a] = hi[a] - lo[a]; if (ext[a] <= 0) ext[a] = 1e-9; vol *= ext[a]; }
     double target = s->params.grid_cells_per_vorton * (double)(s->vortons.n > 8 ? s->vortons.n : 8);
@@ -232,38 +277,73 @@ int vp_sim_velocity_at(vp_sim *s, size_t m, const double *points, double *vel)
 
 /* Phase 6 (physics.md 2.6): advection through the grid velocity.  Order 2 is Heun's
  * method in the frozen field of this step (u at x and at the Euler predictor, averaged);
- * order 1 is the seeds' explicit Euler.  The velocity used is cached on the particle. */
-static void advect(const vp_sim *s, size_t n, double *x, double *vel)
+ * order 1 is the seeds' explicit Euler.  The velocity used is cached on the particle.
+ * Particles outside the grid (outliers beyond the robust domain) take their velocity from
+ * the solver evaluated directly at their position, and an Euler step. */
+static int advect(vp_sim *s, size_t n, double *x, double *vel)
 {
     double dt = s->params.dt;
     int order = s->params.advect_order, threads = s->params.threads;
     (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(static)
+    const vp_grid *g = &s->grid;
+    double glo[3], ghi[3];
+    for (int a = 0; a < 3; a++) { glo[a] = g->origin[a]; ghi[a] = g->origin[a] + g->h * (g->n[a] - 1); }
+    size_t n_out = 0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : n_out)
     for (long i = 0; i < (long)n; i++) {
+        const double *xi = x + 3 * i;
+        if (xi[0] < glo[0] || xi[0] > ghi[0] || xi[1] < glo[1] || xi[1] > ghi[1] || xi[2] < glo[2] || xi[2] > ghi[2]) {
+            n_out++;
+            continue;
+        }
         double u0[3], u[3];
-        vp_grid_interp(&s->grid, s->grid_velocity, 3, x + 3 * i, u0);
+        vp_grid_interp(g, s->grid_velocity, 3, xi, u0);
         if (order >= 2) {
-            double xp[3] = {x[3 * i] + dt * u0[0], x[3 * i + 1] + dt * u0[1], x[3 * i + 2] + dt * u0[2]}, u1[3];
-            vp_grid_interp(&s->grid, s->grid_velocity, 3, xp, u1);
+            double xp[3] = {xi[0] + dt * u0[0], xi[1] + dt * u0[1], xi[2] + dt * u0[2]}, u1[3];
+            vp_grid_interp(g, s->grid_velocity, 3, xp, u1);
             for (int a = 0; a < 3; a++) u[a] = 0.5 * (u0[a] + u1[a]);
         } else {
             for (int a = 0; a < 3; a++) u[a] = u0[a];
         }
         for (int a = 0; a < 3; a++) { x[3 * i + a] += dt * u[a]; vel[3 * i + a] = u[a]; }
     }
+    if (!n_out) return VP_OK;
+    size_t *idx = malloc(n_out * sizeof(size_t));
+    double *p = malloc(6 * n_out * sizeof(double));
+    if (!idx || !p) { free(idx); free(p); return VP_ERR_NOMEM; }
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < n_out; i++) {
+        const double *xi = x + 3 * i;
+        if (xi[0] < glo[0] || xi[0] > ghi[0] || xi[1] < glo[1] || xi[1] > ghi[1] || xi[2] < glo[2] || xi[2] > ghi[2]) {
+            idx[k] = i;
+            memcpy(p + 3 * k, xi, 3 * sizeof(double));
+            k++;
+        }
+    }
+    int st = vp_sim_velocity_at(s, k, p, p + 3 * n_out);
+    if (!st)
+        for (size_t q = 0; q < k; q++)
+            for (int a = 0; a < 3; a++) {
+                vel[3 * idx[q] + a] = p[3 * n_out + 3 * q + a];
+                x[3 * idx[q] + a] += dt * vel[3 * idx[q] + a];
+            }
+    free(idx); free(p);
+    return st;
 }
 
-void vp_advect_vortons(vp_sim *s)
+int vp_advect_vortons(vp_sim *s)
 {
-    if (s->vortons.n) advect(s, s->vortons.n, s->vortons.position->data, s->vortons.velocity->data);
+    if (!s->vortons.n) return VP_OK;
+    return advect(s, s->vortons.n, s->vortons.position->data, s->vortons.velocity->data);
 }
 
 /* Tracers also sample the density grid, so dye can be coloured by density or temperature. */
-void vp_advect_tracers(vp_sim *s)
+int vp_advect_tracers(vp_sim *s)
 {
     vp_tracers *t = &s->tracers;
-    if (!t->n) return;
-    advect(s, t->n, t->position->data, t->velocity->data);
+    if (!t->n) return VP_OK;
+    int st = advect(s, t->n, t->position->data, t->velocity->data);
+    if (st) return st;
     double *x = t->position->data, *d = t->density->data;
     int threads = s->params.threads, any = 0;
     (void)threads;
@@ -271,10 +351,11 @@ void vp_advect_tracers(vp_sim *s)
     for (size_t k = 0; k < nn && !any; k++) any = s->grid_density[k] != 0.0;
     if (!any) { /* uniform ambient fluid: nothing to sample */
         memset(d, 0, t->n * sizeof(double));
-        return;
+        return VP_OK;
     }
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long i = 0; i < (long)t->n; i++) vp_grid_interp(&s->grid, s->grid_density, 1, x + 3 * i, d + i);
+    return VP_OK;
 }
 
 /* Phase 10 (physics.md 2.10): emitters add particles at their rates, uniformly in their
@@ -358,14 +439,94 @@ static int check_finite(vp_sim *s, int phase)
     return VP_OK;
 }
 
-/* One step of dt: physics.md section 2, items 1-10, in order. */
+/* The state a rollback restores: particle arrays (vortons: 12 doubles, tracers: 8 doubles
+ * per particle), bodies, emitters, RNG, time and frame. */
+typedef struct { size_t nv, nt, nb, ne; uint64_t rng[4]; double time; int64_t frame; } snapshot_hdr;
+static snapshot_hdr g_unused_hdr; /* (silences unused warnings on some compilers) */
+
+static int take_snapshot(vp_sim *s, snapshot_hdr *h)
+{
+    size_t nv = s->vortons.n, nt = s->tracers.n, need = 12 * nv + 8 * nt;
+    if (need > s->backup_allocated) {
+        double *p = realloc(s->backup, need * sizeof(double));
+        if (!p) return VP_ERR_NOMEM;
+        s->backup = p; s->backup_allocated = need;
+    }
+    if (s->n_bodies > s->backup_bodies_allocated) {
+        vp_body *b = realloc(s->backup_bodies, s->n_bodies * sizeof(vp_body));
+        if (!b) return VP_ERR_NOMEM;
+        s->backup_bodies = b; s->backup_bodies_allocated = s->n_bodies;
+    }
+    if (s->n_emitters > s->backup_emitters_allocated) {
+        vp_emitter *e = realloc(s->backup_emitters, s->n_emitters * sizeof(vp_emitter));
+        if (!e) return VP_ERR_NOMEM;
+        s->backup_emitters = e; s->backup_emitters_allocated = s->n_emitters;
+    }
+    double *p = s->backup;
+#define SAVE(buf, w, n) if (n) { memcpy(p, (buf)->data, (n) * (w) * sizeof(double)); } p += (n) * (w);
+    SAVE(s->vortons.position, 3, nv) SAVE(s->vortons.vorticity, 3, nv) SAVE(s->vortons.radius, 1, nv)
+    SAVE(s->vortons.density, 1, nv) SAVE(s->vortons.age, 1, nv) SAVE(s->vortons.velocity, 3, nv)
+    SAVE(s->tracers.position, 3, nt) SAVE(s->tracers.velocity, 3, nt) SAVE(s->tracers.density, 1, nt)
+    SAVE(s->tracers.age, 1, nt)
+#undef SAVE
+    if (s->n_bodies) memcpy(s->backup_bodies, s->bodies, s->n_bodies * sizeof(vp_body));
+    if (s->n_emitters) memcpy(s->backup_emitters, s->emitters, s->n_emitters * sizeof(vp_emitter));
+    h->nv = nv; h->nt = nt; h->nb = s->n_bodies; h->ne = s->n_emitters;
+    memcpy(h->rng, s->rng, sizeof h->rng);
+    h->time = s->time; h->frame = s->frame;
+    return VP_OK;
+}
+
+/* Restore the snapshot.  The arrays still hold at least as many rows as then (a step only
+ * adds particles after removing expired ones, and the copy goes into whatever blocks the
+ * sim owns now). */
+static int restore_snapshot(vp_sim *s, const snapshot_hdr *h)
+{
+    int st;
+    if ((st = vp_sim_reserve_vortons(s, h->nv)) || (st = vp_sim_reserve_tracers(s, h->nt))) return st;
+    const double *p = s->backup;
+    size_t nv = h->nv, nt = h->nt;
+#define LOAD(buf, w, n) if (n) { memcpy((buf)->data, p, (n) * (w) * sizeof(double)); } p += (n) * (w);
+    LOAD(s->vortons.position, 3, nv) LOAD(s->vortons.vorticity, 3, nv) LOAD(s->vortons.radius, 1, nv)
+    LOAD(s->vortons.density, 1, nv) LOAD(s->vortons.age, 1, nv) LOAD(s->vortons.velocity, 3, nv)
+    LOAD(s->tracers.position, 3, nt) LOAD(s->tracers.velocity, 3, nt) LOAD(s->tracers.density, 1, nt)
+    LOAD(s->tracers.age, 1, nt)
+#undef LOAD
+    s->vortons.n = nv; s->tracers.n = nt;
+    if (h->nb) memcpy(s->bodies, s->backup_bodies, h->nb * sizeof(vp_body));
+    if (h->ne) memcpy(s->emitters, s->backup_emitters, h->ne * sizeof(vp_emitter));
+    memcpy(s->rng, h->rng, sizeof h->rng);
+    s->time = h->time; s->frame = h->frame;
+    return VP_OK;
+}
+
+static int step_once(vp_sim *s);
+
+/* One step; with params.rollback, a failed step leaves the state as it was before it. */
 int vp_sim_step(vp_sim *s)
+{
+    (void)g_unused_hdr;
+    if (!s->params.rollback) return step_once(s);
+    snapshot_hdr h;
+    int st = take_snapshot(s, &h);
+    if (st) return st;
+    st = step_once(s);
+    if (st) {
+        int failed = s->failed_phase;
+        restore_snapshot(s, &h);
+        s->failed_phase = failed;
+    }
+    return st;
+}
+
+/* One step of dt: physics.md section 2, items 1-10, in order. */
+static int step_once(vp_sim *s)
 {
     int st;
     double t;
     s->failed_phase = -1;
     for (int p = 0; p < VP_PHASE_COUNT; p++) s->timings[p] = 0;
-    if ((st = vp_sim_update_velocity_grid(s))) { s->failed_phase = VP_PHASE_VELOCITY; return st; } /* 1, 2 */
+    if ((st = vp_sim_update_velocity_grid(s))) { s->failed_phase = VP_PHASE_DOMAIN; return st; } /* 1, 2 */
     if ((st = check_finite(s, VP_PHASE_VELOCITY))) return st;
     t = vp_now_ms();
     vp_splat_density(s);                                                  /* density grid */
@@ -376,9 +537,9 @@ int vp_sim_step(vp_sim *s)
     if ((st = check_finite(s, VP_PHASE_STRETCH))) return st;
     if ((st = vp_diffuse(s))) return st;                                  /* 5 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_DIFFUSE] = t2 - t; t = t2;
-    vp_advect_vortons(s);                                                 /* 6 */
+    if ((st = vp_advect_vortons(s))) return st;                           /* 6 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_VORTONS] = t2 - t; t = t2;
-    vp_advect_tracers(s);
+    if ((st = vp_advect_tracers(s))) return st;
     t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t; t = t2;
     if ((st = check_finite(s, VP_PHASE_ADVECT_VORTONS))) return st;
     if ((st = vp_sim_collide(s))) return st;                             /* 7 */

@@ -169,6 +169,7 @@ typedef struct {
     int advect_order;           /* 1: explicit Euler (seeds); 2: Heun in the frozen grid field */
     int stretch;                /* 0 disables stretching and tilting (for tests) */
     int baroclinic;             /* 0 disables baroclinic generation (density is then passive dye) */
+    int rollback;               /* 1: copy the state before each step and restore it if the step fails */
 } vp_params;
 
 void vp_params_init(vp_params *p);
@@ -195,6 +196,10 @@ typedef struct {
     double timings[VP_PHASE_COUNT]; /* ms per phase of the last step */
     uint64_t interactions;     /* velocity-solver interactions of the last step */
     int failed_phase;          /* phase where the last non-finite value appeared, or -1 */
+    double *backup;            /* rollback copy of the particle arrays (params.rollback) */
+    size_t backup_allocated;   /* doubles */
+    vp_body *backup_bodies; size_t backup_bodies_allocated;
+    vp_emitter *backup_emitters; size_t backup_emitters_allocated;
 } vp_sim;
 
 vp_sim *vp_sim_create(const vp_params *p);

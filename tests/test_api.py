@@ -188,3 +188,29 @@ def test_overlapping_calls_from_threads_are_refused_or_serialised():
         t.join()
     assert sim.frame + 3 * len(errors) == 12
     assert all("busy" in str(e) for e in errors)
+
+
+def test_escaped_vorton_does_not_wreck_the_grid():
+    """One vorton flung far away must not stretch the grid over empty space (issue 7): the
+    robust domain keeps the spacing and the outlier moves by direct evaluation."""
+    sim = vp.scenes.vortex_ring(tracers=1000, threads=2)
+    sim.step()
+    h0, shape0 = sim.grid()["spacing"], sim.grid()["shape"]
+    sim.vortons.position[0] = (1e6, 0, 0)
+    sim.tracers.position[0] = (0, -1e9, 0)
+    sim.step()
+    g = sim.grid()
+    assert g["spacing"] < 1.5 * h0
+    assert np.prod(g["shape"]) < 2 * np.prod(shape0)
+    assert np.all(np.isfinite(sim.vortons.position)) and sim.vortons.position[0, 0] == pytest.approx(1e6)
+
+
+def test_blow_up_raises_names_phase_and_rolls_back():
+    sim = vp.scenes.vortex_ring(tracers=100, threads=2, rollback=1)
+    sim.step(2)
+    sim.vortons.vorticity[5] = 1e308  # overflows in stretching
+    pos, frame = sim.vortons.position.copy(), sim.frame
+    with pytest.raises(FloatingPointError, match=r"frame 3.*stretch"):
+        sim.step()
+    assert sim.frame == frame and np.array_equal(sim.vortons.position, pos)
+    assert sim.vortons.vorticity[5, 0] == 1e308

@@ -18,7 +18,7 @@ FORMAT_VERSION = 1
 _PARAM_NAMES = (
     "dt", "viscosity", "thermal_diffusivity", "ambient_density", "fluid_heat_capacity",
     "tree_theta", "tree_leaf_size", "grid_cells_per_vorton", "pse_width", "pse_cutoff",
-    "contact_blend", "vorton_lifetime", "tracer_lifetime", "advect_order", "stretch", "baroclinic",
+    "contact_blend", "vorton_lifetime", "tracer_lifetime", "advect_order", "stretch", "baroclinic", "rollback",
 )
 
 
@@ -162,7 +162,9 @@ class Sim(_core.Sim):
     ``threads=None`` uses every core.  Advanced keywords (also attributes): ``tree_theta``,
     ``tree_leaf_size``, ``grid_cells_per_vorton``, ``grid_max_points``, ``pse_width``,
     ``pse_cutoff``, ``contact_blend``, ``vorton_lifetime``, ``tracer_lifetime``,
-    ``advect_order``, ``stretch``, ``baroclinic``, ``fluid_heat_capacity``, ``seed``.
+    ``advect_order``, ``stretch``, ``baroclinic``, ``rollback``, ``fluid_heat_capacity``,
+    ``seed``.  With ``rollback=1`` every step first copies the state, and a step that raises
+    ``FloatingPointError`` leaves the simulation exactly as it was before that step.
 
     Calls on one ``Sim`` from several threads at once are refused with ``RuntimeError``;
     separate ``Sim`` objects step concurrently (the GIL is released inside ``step``).
