@@ -53,7 +53,9 @@ class Renderer:
     ``view``: a 2D view such as ``"xz"`` (horizontal, vertical world axes).  ``bounds``:
     ``(h0, h1, v0, v1)`` in world units; by default the extent of the tracers (or vortons) and
     bodies *at construction*, padded 10% and widened to the image's aspect ratio (equal
-    scales), so the camera stays put while the smoke moves.  ``color``: ``"density"``,
+    scales); with ``follow=True`` (the default when no ``bounds`` are given) the camera then
+    widens, never narrows, whenever a body or the bulk of the smoke (its 0.5-99.5% quantiles)
+    would leave the picture, so nothing the scene is about drifts out of frame.  ``color``: ``"density"``,
     ``"temperature"``, ``"speed"``, ``"age"`` or None (white smoke); the colour range is fixed
     the first time the values are not all equal (before that, and for flows where they never
     differ, the smoke is white).  ``vrange=(lo, hi)`` fixes it explicitly.  ``exposure``
@@ -63,7 +65,7 @@ class Renderer:
     def __init__(self, sim, view: str = "xz", color: Optional[str] = "density", size=(640, 360), bounds=None,
                  cmap: Optional[str] = None, exposure: float = 1.0, vrange=None, label: bool = True,
                  title: Optional[str] = None, background=(10, 12, 18), blur: bool = True,
-                 body_color=(235, 140, 60)):
+                 body_color=(235, 140, 60), follow: bool = True):
         if view not in VIEWS:
             raise ValueError(f"view must be one of {sorted(VIEWS)}, got {view!r}")
         if color not in (None, "none", "smoke", "density", "temperature", "speed", "age"):
@@ -84,16 +86,20 @@ class Renderer:
         self.background = np.asarray(background, dtype=np.float32) / 255.0
         self.blur = blur
         self.body_color = tuple(body_color)
+        self.follow = bool(follow) and bounds is None
         self.bounds = tuple(map(float, bounds)) if bounds is not None else self._auto_bounds(sim)
         self._ref: Optional[float] = None
         self._font = None
 
-    def _auto_bounds(self, sim):
+    def _auto_bounds(self, sim, robust: bool = False):
         a, b = self.axes
         pts = np.asarray(sim.tracers.position)
         if not len(pts):
             pts = np.asarray(sim.vortons.position)
-        if len(pts):
+        if len(pts) and robust:
+            sample = pts[:: max(1, len(pts) // 20000)][:, [a, b]]
+            lo, hi = np.percentile(sample, [0.5, 99.5], axis=0)
+        elif len(pts):
             lo = np.array([pts[:, a].min(), pts[:, b].min()])
             hi = np.array([pts[:, a].max(), pts[:, b].max()])
         else:
@@ -117,6 +123,26 @@ class Renderer:
             lo[1] -= extra
             hi[1] += extra
         return (float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1]))
+
+    def _follow(self, sim):
+        """Widen the view to the union of the current one and what the scene now needs."""
+        h0, h1, v0, v1 = self.bounds
+        n0, n1, m0, m1 = self._auto_bounds(sim, robust=True)
+        if not (n0 < h0 or n1 > h1 or m0 < v0 or m1 > v1):
+            return
+        lo = np.array([min(h0, n0), min(v0, m0)])
+        hi = np.array([max(h1, n1), max(v1, m1)])
+        w, h = self.size
+        width, height = hi - lo
+        if width / height < w / h:
+            extra = (height * w / h - width) / 2
+            lo[0] -= extra
+            hi[0] += extra
+        else:
+            extra = (width * h / w - height) / 2
+            lo[1] -= extra
+            hi[1] += extra
+        self.bounds = (float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1]))
 
     def _values(self, sim):
         tr = sim.tracers
@@ -151,6 +177,8 @@ class Renderer:
         """The current state as a ``PIL.Image`` (RGB, ``size``)."""
         from PIL import Image, ImageDraw
         w, h = self.size
+        if self.follow:
+            self._follow(sim)
         pts = np.asarray(sim.tracers.position)
         idx, ok = self._pixels(pts)
         count = np.bincount(idx, minlength=w * h).astype(np.float32).reshape(h, w)
