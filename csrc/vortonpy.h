@@ -190,6 +190,9 @@ typedef struct {
     double *grid_density;      /* (nodes,)  density deviation */
     double *grid_density_gradient; /* (nodes,3) */
     size_t grid_allocated;     /* nodes the grid arrays can hold */
+    float *cell_velocity;      /* (cells,3,8) float32 grid velocity at the 8 corners of each cell,
+                                  gathered for tracer advection (one contiguous read per lookup) */
+    size_t cell_allocated;     /* cells cell_velocity can hold */
     double *scratch;           /* per-vorton scratch (n_allocated * 16) */
     size_t scratch_allocated;
     vp_tree *tree;
