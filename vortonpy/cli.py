@@ -101,8 +101,10 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-animation", action="store_true", help="only simulate, plot and summarise")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="scene or Sim keyword override, e.g. --set vortons=1024 --set viscosity=0.02 (repeatable)")
-    r.add_argument("--steps-per-frame", type=int, default=1, help="simulation steps per animation frame")
-    r.add_argument("--fps", type=float, default=30.0, help="animation frames per second")
+    r.add_argument("--steps-per-frame", type=int, default=None,
+                   help="simulation steps per animation frame (default 1, or the scene file's [run] value)")
+    r.add_argument("--fps", type=float, default=None,
+                   help="animation frames per second (default 30, or the scene file's [run] value)")
     r.add_argument("--size", default="640x360", help="animation size WIDTHxHEIGHT (default 640x360)")
     r.add_argument("--view", default=None, help="projection: xz, xy or yz (default per scene)")
     r.add_argument("--color", default=None, help="colour the smoke by density, temperature, speed, age or none")
@@ -123,12 +125,16 @@ def _load_scene(spec: str, overrides: Dict[str, Any]):
                               "is missing); run a named scene instead (see 'vortonpy list')")
         if not os.path.exists(spec):
             raise LookupError(f"{spec}: no such file")
-        name = os.path.splitext(os.path.basename(spec))[0]
-        return name, loader(spec, **overrides)
+        reader = getattr(vp.scenes, "read_toml", None)
+        if reader is None:
+            name = os.path.splitext(os.path.basename(spec))[0]
+            return name, loader(spec, **overrides), {}
+        scene = reader(spec)  # the file's [run] table gives defaults for frames, view, colour, ...
+        return scene["name"], vp.scenes.build(scene, **overrides), dict(scene.get("run", {}))
     if spec not in vp.scenes.SCENES:
         raise LookupError(f"unknown scene {spec!r}; choose one of: {', '.join(vp.scenes.SCENES)} "
                           "(or give a .toml file)")
-    return spec, vp.scenes.SCENES[spec](**overrides)
+    return spec, vp.scenes.SCENES[spec](**overrides), {}
 
 
 def _cmd_list(out=None) -> int:
@@ -156,7 +162,7 @@ def _cmd_run(args) -> int:
         bad = [f for f in export_formats if f not in ("ply", "vtk")]
         if bad:
             raise ValueError(f"--export formats must be ply and/or vtk, got {bad}")
-        if args.export_every < 1 or args.steps_per_frame < 1:
+        if args.export_every < 1 or (args.steps_per_frame is not None and args.steps_per_frame < 1):
             raise ValueError("--export-every and --steps-per-frame must be >= 1")
         if args.frames is not None and args.frames < 1:
             raise ValueError("--frames must be >= 1")
@@ -168,7 +174,7 @@ def _cmd_run(args) -> int:
     if args.solver is not None:
         overrides.setdefault("solver", args.solver)
     try:
-        name, sim = _load_scene(args.scene, overrides)
+        name, sim, run_defaults = _load_scene(args.scene, overrides)
     except LookupError as e:
         print(f"vortonpy: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -176,13 +182,19 @@ def _cmd_run(args) -> int:
         print(f"vortonpy: error: bad scene settings for {args.scene}: {e}", file=sys.stderr)
         return EXIT_USAGE
 
-    steps = args.frames or DEFAULT_FRAMES.get(name, FALLBACK_FRAMES)
-    spf = args.steps_per_frame
+    steps = args.frames or run_defaults.get("frames") or DEFAULT_FRAMES.get(name, FALLBACK_FRAMES)
+    spf = args.steps_per_frame or run_defaults.get("steps_per_frame", 1)
+    if args.fps is None:
+        args.fps = float(run_defaults.get("fps", 30.0))
+    elif not args.fps > 0:
+        print(f"vortonpy: error: --fps must be positive, got {args.fps}", file=sys.stderr)
+        return EXIT_USAGE
     frames = max(1, steps // spf)
     steps = frames * spf
     out = args.out or os.path.join("out", name)
     os.makedirs(out, exist_ok=True)
     view, color = SCENE_VIEW.get(name, ("xz", "density"))
+    view, color = run_defaults.get("view", view), run_defaults.get("color", color)
     view = args.view or view
     color = args.color or color
     if color in ("none", "smoke"):
