@@ -125,12 +125,16 @@ static int compact_field(vp_buffer **slot, size_t n, size_t cap, int w, const un
         dst = vp_buffer_create(cap * (size_t)w);
         if (!dst) return VP_ERR_NOMEM;
     }
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++)
-        if (keep[i]) {
-            if (dst != *slot || o != i) memmove(dst->data + o * w, (*slot)->data + i * w, (size_t)w * sizeof(double));
-            o++;
-        }
+    size_t o = 0, i = 0;
+    while (i < n) { /* move whole runs of kept rows (particles expire in runs: oldest first) */
+        while (i < n && !keep[i]) i++;
+        size_t j = i;
+        while (j < n && keep[j]) j++;
+        if (j > i && (dst != *slot || o != i))
+            memmove(dst->data + o * w, (*slot)->data + i * w, (j - i) * (size_t)w * sizeof(double));
+        o += j - i;
+        i = j;
+    }
     if (dst != *slot) { vp_buffer_release(*slot); *slot = dst; }
     return VP_OK;
 }

@@ -164,7 +164,7 @@ typedef struct {
     double pse_width;           /* PSE kernel width e as a multiple of the particle spacing V^(1/3) */
     double pse_cutoff;          /* pairs farther than pse_cutoff * e are ignored */
     double contact_blend;       /* fraction of the way to the boundary vorticity per step (default 0.2; 1: at once) */
-    double vorton_lifetime;     /* vortons older than this are removed (<= 0: never) */
+    double vorton_lifetime;     /* vortons older than this are removed, in batches: at most ~3% late (<= 0: never) */
     double tracer_lifetime;     /* tracers older than this are removed (<= 0: never) */
     int advect_order;           /* 1: explicit Euler (seeds); 2: Heun in the frozen grid field */
     int stretch;                /* 0 disables stretching and tilting (for tests) */
