@@ -1,0 +1,145 @@
+#!/usr/bin/env python
+"""Milliseconds per frame of the seeds' scenes, simulation only (sim.step()), at 1 and 2
+threads, with the per-phase breakdown from ``sim.timings``.
+
+Each scene is built once, warmed up (hot_ball: until its vorton count is steady), and saved;
+every repeat then loads that same state with threads=1 and with threads=2 (alternating, so
+both see the same background load) and times ``--frames`` single steps.  The speed-up is the
+median of the per-repeat ratios.  Prints a markdown table; writes
+benchmarks/results/scenes.json (or scenes_quick.json with --quick).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402  (sets OPENBLAS_NUM_THREADS=1 before NumPy)
+
+import numpy as np  # noqa: E402
+
+import vortonpy as vp  # noqa: E402
+
+# scene -> (target ms at 2 threads or None, seeds' numbers, note)
+SCENES = {
+    "ball_through_smoke": (2.0, "20.9 (1 CPU) / 6.3 (8 CPUs), part 5 Xeon 2.33 GHz, simulation only"),
+    "hot_ball": (1.0, "10.7 (1 thr) / 7.55 (2 thr), part 10 i7-2600, whole frame"),
+    "spinning_ball": (None, ""),
+    "vortex_ring": (None, ""),
+    "dye_drop": (None, ""),
+}
+
+
+def warm_up(name, sim, frames, quick):
+    """Step until the scene is in the state we want to time; returns a note."""
+    if name != "hot_ball":
+        sim.step(frames)
+        return f"{frames} frames"
+    # hot_ball: particles live 300 frames and are emitted at a fixed rate, so the counts
+    # level off after ~300 frames; step until the vorton count changes < 2% over 30 frames.
+    history = []
+    while True:
+        sim.step(30)
+        history.append(len(sim.vortons))
+        if sim.frame >= 330 and len(history) >= 2 and abs(history[-1] - history[-2]) <= 0.02 * history[-1]:
+            break
+        if sim.frame >= 900:
+            break
+    return f"{sim.frame} frames until steady (vortons per 30 frames: {history[-4:]})"
+
+
+def time_frames(sim, frames):
+    times, phases = [], {}
+    for _ in range(frames):
+        _, ms = C.timed(sim.step)
+        times.append(ms)
+        for k, v in sim.timings.items():
+            phases.setdefault(k, []).append(v)
+    return times, {k: float(np.mean(v)) for k, v in phases.items()}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short run (fewer frames and repeats) for a smoke test")
+    ap.add_argument("--repeats", type=int, default=None, help="repeats per thread count (default 5; quick 2)")
+    ap.add_argument("--frames", type=int, default=None, help="timed frames per repeat (default 30; quick 8)")
+    ap.add_argument("--warmup", type=int, default=None, help="warm-up frames before timing (default 10; quick 3); "
+                    "hot_ball always runs to steady state")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts (default 1 2)")
+    ap.add_argument("--scenes", nargs="+", default=list(SCENES), help=f"scenes (default {' '.join(SCENES)})")
+    a = ap.parse_args(argv)
+    repeats = a.repeats or (2 if a.quick else 5)
+    frames = a.frames or (8 if a.quick else 30)
+    warm = a.warmup if a.warmup is not None else (3 if a.quick else 10)
+
+    print(C.header("vortonpy scenes: ms per frame (sim.step only)"))
+    results = {}
+    tmpdir = tempfile.mkdtemp(prefix="vortonpy-bench-")
+    for name in a.scenes:
+        sim = getattr(vp.scenes, name)(threads=max(a.threads))
+        note = warm_up(name, sim, warm, a.quick)
+        path = os.path.join(tmpdir, name + ".npz")
+        sim.save(path)
+        per = {t: dict(frame_ms=[], repeat_median_ms=[], phases=[]) for t in a.threads}
+        ratios = []
+        for r in range(repeats):
+            med = {}
+            for t in a.threads:
+                s = vp.Sim.load(path, threads=t)
+                times, ph = time_frames(s, frames)
+                per[t]["frame_ms"] += times
+                per[t]["repeat_median_ms"].append(C.median(times))
+                per[t]["phases"].append(ph)
+                med[t] = C.median(times)
+                del s
+            if 1 in med and len(med) > 1:
+                ratios.append(med[1] / med[max(med)])
+        res = dict(vortons=len(sim.vortons), tracers=len(sim.tracers), warmup=note,
+                   target_ms_2threads=SCENES.get(name, (None, ""))[0], seeds=SCENES.get(name, (None, ""))[1],
+                   speedup=C.median(ratios), speedup_per_repeat=ratios, threads={})
+        for t in a.threads:
+            phases = {k: C.median([p[k] for p in per[t]["phases"]]) for k in per[t]["phases"][0]}
+            res["threads"][t] = dict(median_ms=C.median(per[t]["repeat_median_ms"]),
+                                     min_ms=float(np.min(per[t]["frame_ms"])),
+                                     p90_ms=float(np.percentile(per[t]["frame_ms"], 90)),
+                                     repeat_median_ms=per[t]["repeat_median_ms"], phases_ms=phases)
+        results[name] = res
+        os.unlink(path)
+        print(f"  {name}: {res['vortons']} vortons, {res['tracers']} tracers; "
+              + ", ".join(f"{t} thr {res['threads'][t]['median_ms']:.2f} ms" for t in a.threads), flush=True)
+
+    ts = a.threads
+    rows = []
+    for name, r in results.items():
+        row = [name, r["vortons"], r["tracers"]]
+        row += [f"{r['threads'][t]['median_ms']:.2f} (min {r['threads'][t]['min_ms']:.2f})" for t in ts]
+        row += [f"{r['speedup']:.2f}x" if r["speedup"] == r["speedup"] else "n/a"]
+        tgt = r["target_ms_2threads"]
+        row += [f"<= {tgt} ms: " + ("met" if r["threads"][max(ts)]["median_ms"] <= tgt else "NOT met") if tgt else ""]
+        rows.append(row)
+    print()
+    print(C.md_table(["scene", "vortons", "tracers"] + [f"{t} thread{'s' if t > 1 else ''} ms/frame" for t in ts]
+                     + ["speed-up", f"target ({max(ts)} threads)"], rows))
+    if "ball_through_smoke" in results:
+        b = results["ball_through_smoke"]["threads"]
+        print(f"\nball_through_smoke vs the seeds' simulation update (20.9 ms on 1 CPU, 6.3 ms on 8 CPUs): "
+              + ", ".join(f"{t} thread(s) {20.9 / b[t]['median_ms']:.1f}x faster than the seeds' 1 CPU, "
+                          f"{6.3 / b[t]['median_ms']:.1f}x faster than their 8 CPUs" for t in ts))
+    # phase breakdown
+    phase_names = [k for k in next(iter(results.values()))["threads"][ts[0]]["phases_ms"] if k != "total"]
+    rows = []
+    for name, r in results.items():
+        for t in ts:
+            ph = r["threads"][t]["phases_ms"]
+            rows.append([name, t] + [ph[k] for k in phase_names] + [ph["total"]])
+    print("\nPhase breakdown (sim.timings, ms, mean over the timed frames, median over repeats):\n")
+    print(C.md_table(["scene", "thr"] + phase_names + ["total"], rows))
+    out = C.write_json("scenes_quick.json" if a.quick else "scenes.json",
+                       dict(args=vars(a), repeats=repeats, frames=frames, results=results))
+    print(f"\nwrote {os.path.relpath(out, C.REPO)}")
+
+
+if __name__ == "__main__":
+    main()
