@@ -291,8 +291,8 @@ static const param_spec PARAMS[] = {
     {"pse_width", PO(pse_width), 0, 0, 1, 100, "PSE kernel width / particle spacing"},
     {"pse_cutoff", PO(pse_cutoff), 0, 1, 0, 4, "PSE cutoff in kernel widths (at most 4)"},
     {"contact_blend", PO(contact_blend), 0, 0, 1, 1.0, "fraction of the boundary vorticity assigned per step"},
-    {"vorton_lifetime", PO(vorton_lifetime), 0, 0, 0, INFINITY, "vortons older than this are removed (0: never)"},
-    {"tracer_lifetime", PO(tracer_lifetime), 0, 0, 0, INFINITY, "tracers older than this are removed (0: never)"},
+    {"vorton_lifetime", PO(vorton_lifetime), 0, 0, 0, INFINITY, "vortons older than this are removed (0: never), in batches, at most ~3% of a lifetime late"},
+    {"tracer_lifetime", PO(tracer_lifetime), 0, 0, 0, INFINITY, "tracers older than this are removed (0: never), in batches, at most ~3% of a lifetime late"},
     {"advect_order", PO(advect_order), 1, 1, 0, 2, "1: explicit Euler, 2: Heun"},
     {"stretch", PO(stretch), 1, 0, 0, 1, "1: vortex stretching and tilting on"},
     {"baroclinic", PO(baroclinic), 1, 0, 0, 1, "1: baroclinic vorticity generation on (0: density is passive dye)"},
@@ -392,6 +392,14 @@ static int Sim_init(SimObject *self, PyObject *args, PyObject *kw)
     }
     self->s = vp_sim_create(&p);
     if (!self->s) { PyErr_NoMemory(); return -1; }
+    /* The particle blocks exist from the start (empty), so no phase ever forms a pointer from a
+     * NULL block (`v->position->data` with no vortons is undefined behaviour; UBSan reports it). */
+    if (vp_sim_reserve_vortons(self->s, 0) || vp_sim_reserve_tracers(self->s, 0)) {
+        vp_sim_free(self->s);
+        self->s = NULL;
+        PyErr_NoMemory();
+        return -1;
+    }
     vp_rng_seed(self->s->rng, (uint64_t)seed);
     return 0;
 }
@@ -508,9 +516,14 @@ static PyObject *Sim_add_emitter(SimObject *self, PyObject *args, PyObject *kw)
         check_param("vorton_radius", rad, 0, 1, INFINITY) || check_param("vorticity", vort, 0, 0, INFINITY) ||
         check_param("density", dens, -self->s->params.ambient_density, 1, INFINITY))
         return NULL;
+    if (!isfinite(vr) || !isfinite(tr)) {
+        PyErr_Format(PyExc_ValueError, "%s must be finite", isfinite(vr) ? "tracer_rate" : "vorton_rate");
+        return NULL;
+    }
     if (debt && debt != Py_None) {
         double dd[2];
         if (!PyArg_ParseTuple(debt, "dd", &dd[0], &dd[1])) return NULL;
+        if (!isfinite(dd[0]) || !isfinite(dd[1])) { PyErr_SetString(PyExc_ValueError, "debt must be finite"); return NULL; }
         e.vorton_debt = dd[0]; e.tracer_debt = dd[1];
     }
     e.vorton_rate = vr; e.tracer_rate = tr; e.vorton_radius = rad; e.vorticity = vort; e.density = dens;
@@ -538,6 +551,33 @@ static PyObject *Sim_emitters(SimObject *self, void *c)
 
 static const char *phase_name(int p) { return p >= 0 && p < VP_PHASE_COUNT ? vp_phase_names[p] : "unknown"; }
 
+/* Particles an emitter may add in one step before the request is refused: 2^40 vortons are
+ * 70 TB of particle data, more than any machine holds, and far below the count at which the
+ * byte sizes computed in vp_emit (count * 64) would overflow size_t and under-allocate. */
+#define MAX_EMIT_PER_STEP 1099511627776.0
+
+/* MemoryError (and 0 steps taken) if an emitter would ask for an absurd number of particles in
+ * the next step, or a non-finite one; checked before each step so the state is left as it is. */
+static int check_emitters(SimObject *self)
+{
+    const vp_sim *s = self->s;
+    double dt = s->params.dt;
+    for (size_t i = 0; i < s->n_emitters; i++) {
+        const vp_emitter *e = &s->emitters[i];
+        double nv = e->vorton_debt + (e->vorton_rate > 0 ? e->vorton_rate * dt : 0.0);
+        double nt = e->tracer_debt + (e->tracer_rate > 0 ? e->tracer_rate * dt : 0.0);
+        if (!(nv < MAX_EMIT_PER_STEP) || !(nt < MAX_EMIT_PER_STEP)) {
+            char msg[256];
+            PyOS_snprintf(msg, sizeof msg,
+                          "step: emitter %zu would add %.3g vortons and %.3g tracers in one step (rate * dt + debt), "
+                          "more than memory can hold: lower vorton_rate / tracer_rate or dt", i, nv, nt);
+            PyErr_SetString(PyExc_MemoryError, msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *Sim_step_n(SimObject *self, PyObject *args)
 {
     Py_ssize_t n = 1;
@@ -547,6 +587,7 @@ static PyObject *Sim_step_n(SimObject *self, PyObject *args)
     self->busy = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         int st;
+        if (check_emitters(self)) { self->busy = 0; return NULL; }
         Py_BEGIN_ALLOW_THREADS
         st = vp_sim_step(self->s);
         Py_END_ALLOW_THREADS

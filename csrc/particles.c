@@ -85,7 +85,7 @@ int vp_sim_add_vortons(vp_sim *s, size_t n, const double *pos, const double *vor
                        const double *radius, const double *density)
 {
     if (n == 0) return VP_OK;
-    if (s->vortons.n > SIZE_MAX / 64 - n) return VP_ERR_NOMEM;
+    if (n > SIZE_MAX / 64 || s->vortons.n > SIZE_MAX / 64 - n) return VP_ERR_NOMEM; /* no wrap-around */
     int st = vp_sim_reserve_vortons(s, s->vortons.n + n);
     if (st) return st;
     vp_vortons *v = &s->vortons;
@@ -103,7 +103,7 @@ int vp_sim_add_vortons(vp_sim *s, size_t n, const double *pos, const double *vor
 int vp_sim_add_tracers(vp_sim *s, size_t n, const double *pos, const double *density)
 {
     if (n == 0) return VP_OK;
-    if (s->tracers.n > SIZE_MAX / 64 - n) return VP_ERR_NOMEM;
+    if (n > SIZE_MAX / 64 || s->tracers.n > SIZE_MAX / 64 - n) return VP_ERR_NOMEM; /* no wrap-around */
     int st = vp_sim_reserve_tracers(s, s->tracers.n + n);
     if (st) return st;
     vp_tracers *t = &s->tracers;

@@ -241,7 +241,8 @@ static int ilist_far(ilist *L, const vp_tree *t, int id)
         size_t c = L->cap_far ? 2 * L->cap_far : 256;
         float *p = malloc(15 * c * sizeof(float));
         if (!p) return -1;
-        for (int k = 0; k < 15; k++) memcpy(p + k * c, L->far + k * L->cap_far, L->n_far * sizeof(float));
+        if (L->n_far) /* L->far is NULL before the first growth */
+            for (int k = 0; k < 15; k++) memcpy(p + k * c, L->far + k * L->cap_far, L->n_far * sizeof(float));
         free(L->far);
         L->far = p; L->cap_far = c;
     }
@@ -262,7 +263,8 @@ static int ilist_near(ilist *L, const vp_tree *t, int start, int count)
         while (c < L->n_near + (size_t)count) c *= 2;
         float *p = malloc(7 * c * sizeof(float));
         if (!p) return -1;
-        for (int k = 0; k < 7; k++) memcpy(p + k * c, L->near + k * L->cap_near, L->n_near * sizeof(float));
+        if (L->n_near) /* L->near is NULL before the first growth */
+            for (int k = 0; k < 7; k++) memcpy(p + k * c, L->near + k * L->cap_near, L->n_near * sizeof(float));
         free(L->near);
         L->near = p; L->cap_near = c;
     }
