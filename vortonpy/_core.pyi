@@ -71,6 +71,7 @@ class Sim:
         *,
         dt: float = ...,
         viscosity: float = ...,
+        smagorinsky: float = ...,
         thermal_diffusivity: float = ...,
         ambient_density: float = ...,
         fluid_heat_capacity: float = ...,
@@ -95,6 +96,7 @@ class Sim:
     # parameters (read and write)
     dt: float
     viscosity: float
+    smagorinsky: float
     thermal_diffusivity: float
     ambient_density: float
     fluid_heat_capacity: float
