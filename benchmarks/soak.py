@@ -97,6 +97,9 @@ def main(argv=None):
         print(f"  {name}: {'ok' if r['ok'] else 'FAIL'} {r['steps_done']}/{steps} steps in {r['wall_s']:.0f} s"
               + (f" [{r['error']}]" if r["error"] else "") + (f" [{'; '.join(r['flags'])}]" if r["flags"] else ""),
               flush=True)
+        # written after every scene, so an interrupted soak keeps what it found
+        C.write_json("soak_quick.json" if a.quick else "soak.json",
+                     dict(args=vars(a), steps=steps, results=results, complete=len(results) == len(a.scenes)))
     rows = []
     for r in results:
         e, k = r["enstrophy"], r["kinetic_energy"]
@@ -109,8 +112,7 @@ def main(argv=None):
     print()
     print(C.md_table(["scene", "result", "steps", "enstrophy t=0", "enstrophy min..max", "KE t=0", "KE min..max",
                       "max |w|", "vortons", "wall s", "ms/step", "notes"], rows))
-    out = C.write_json("soak_quick.json" if a.quick else "soak.json", dict(args=vars(a), steps=steps, results=results))
-    print(f"\nwrote {os.path.relpath(out, C.REPO)}")
+    print(f"\nwrote benchmarks/results/{'soak_quick.json' if a.quick else 'soak.json'}")
     return 0 if all(r["ok"] for r in results) else 1
 
 
