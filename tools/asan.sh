@@ -61,12 +61,18 @@ if ! ldd "$WORK"/vortonpy/_core*.so | grep -q asan; then
     exit 2
 fi
 
-export LD_PRELOAD="$LIBASAN${LD_PRELOAD:+:$LD_PRELOAD}"
+# libstdc++ is preloaded too: a C++ extension (matplotlib's, Pillow's, ...) that throws would
+# otherwise hit ASan's __cxa_throw interceptor before libstdc++ is loaded and abort with
+# "CHECK failed: asan_interceptors.cpp ... real___cxa_throw".
+LIBSTDCXX=$("$CC" -print-file-name=libstdc++.so.6)
+[[ -e "$LIBSTDCXX" ]] || LIBSTDCXX=$("$CC" -print-file-name=libstdc++.so)
+export LD_PRELOAD="$LIBASAN${LIBSTDCXX:+:$LIBSTDCXX}${LD_PRELOAD:+:$LD_PRELOAD}"
 export ASAN_OPTIONS="detect_leaks=0:strict_string_checks=1:detect_stack_use_after_return=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export PYTHONPATH="$WORK${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONFAULTHANDLER=1
 export VORTONPY_NO_PROGRESS=1 MPLBACKEND=Agg
+export VORTONPY_SANITIZED=1   # tests that measure RSS skip themselves (ASan keeps freed memory)
 
 echo "asan.sh: running pytest in $WORK (LD_PRELOAD=$LIBASAN)" >&2
 cd "$WORK"
