@@ -3,6 +3,13 @@
  *   dq_i/dt = k sum_j (q_j - q_i) eta_e(x_i - x_j) V_j / e^2,
  *   eta_e(x) = 4 / (pi^1.5 e^3) exp(-|x|^2 / e^2)   (second moments 2: a Laplacian),
  * with q = vorticity (k = nu) and q = temperature (k = kappa; density follows from it).
+ * Vorticity diffuses with nu_ij = (nu_i + nu_j) / 2, nu_i = nu + (C_s D_i)^2 |S_i|: the
+ * molecular viscosity plus Smagorinsky's subgrid eddy viscosity (Smagorinsky 1963; for vortex
+ * particles, Cottet 1996 and Winckelmans 2004), D_i the vorton spacing V^(1/3), |S| =
+ * sqrt(2 S:S) the strain rate from the grid Jacobian.  Without it the energy that cascades
+ * below the vorton spacing has nowhere to go: classical stretching then amplifies particle-
+ * scale noise until it blows up (the seeds halved the stretching rate instead).  nu_i is
+ * capped at 0.1 D_i^2 / dt, inside the explicit scheme's stability limit (4 nu dt / e^2 < 1).
  * e_ij is pse_width times the mean particle spacing V^(1/3) of the pair, so the kernel is
  * symmetric and every pair exchange is equal and opposite: sum a_i and sum C_i T_i are
  * conserved to rounding.  Pairs beyond pse_cutoff * e are skipped.  The scheme needs the
@@ -15,6 +22,7 @@
 #include <math.h>
 #include "internal.h"
 #include "kernel.h"
+#include "grid_inline.h"
 
 /* exp(-t) for 0 <= t <= 16, vectorisable (pure arithmetic): (exp(-t/16))^16 with a
  * degree-12 Taylor polynomial on [0, 1]; relative error below 1e-8 there.  The PSE cutoff
@@ -40,9 +48,9 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 static void vp_pse_row(size_t a, size_t b, size_t q, const double *restrict X, const double *restrict Y,
                        const double *restrict Z, const double *restrict E, const double *restrict V,
                        const double *restrict WX, const double *restrict WY, const double *restrict WZ,
-                       const double *restrict T, double cut2, double acc[4])
+                       const double *restrict T, const double *restrict NU, double cut2, double acc[4])
 {
-    double xq = X[q], yq = Y[q], zq = Z[q], eq = E[q], wx = WX[q], wy = WY[q], wz = WZ[q], tq = T[q];
+    double xq = X[q], yq = Y[q], zq = Z[q], eq = E[q], wx = WX[q], wy = WY[q], wz = WZ[q], tq = T[q], nq = NU[q];
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
     for (size_t j = a; j < b; j++) {
@@ -50,8 +58,8 @@ static void vp_pse_row(size_t a, size_t b, size_t q, const double *restrict X, c
         double r2 = dx * dx + dy * dy + dz * dz;
         double eij = 0.5 * (eq + E[j]), e2 = eij * eij, u = r2 / e2;
         double inside = u <= cut2, uc = u < cut2 ? u : cut2;
-        double f = inside * vp_exp_neg(uc) / (e2 * e2 * eij) * V[j];
-        s0 += f * (WX[j] - wx); s1 += f * (WY[j] - wy); s2 += f * (WZ[j] - wz); s3 += f * (T[j] - tq);
+        double f = inside * vp_exp_neg(uc) / (e2 * e2 * eij) * V[j], fw = f * (0.5 * (nq + NU[j]));
+        s0 += fw * (WX[j] - wx); s1 += fw * (WY[j] - wy); s2 += fw * (WZ[j] - wz); s3 += f * (T[j] - tq);
     }
     acc[0] += s0; acc[1] += s1; acc[2] += s2; acc[3] += s3;
 }
@@ -60,9 +68,10 @@ int vp_diffuse(vp_sim *s)
 {
     vp_vortons *v = &s->vortons;
     size_t n = v->n;
-    double nu = s->params.viscosity, kappa = s->params.thermal_diffusivity;
-    if (n < 2 || (nu <= 0 && kappa <= 0)) return VP_OK;
-    if (nu <= 0) { /* heat alone: nothing to do while the fluid is uniform */
+    double nu = s->params.viscosity, kappa = s->params.thermal_diffusivity, cs = s->params.smagorinsky;
+    int viscous = nu > 0 || cs > 0;
+    if (n < 2 || (!viscous && kappa <= 0)) return VP_OK;
+    if (!viscous) { /* heat alone: nothing to do while the fluid is uniform */
         int uniform = 1;
         for (size_t i = 1; i < n && uniform; i++) uniform = v->density->data[i] == v->density->data[0];
         if (uniform) return VP_OK;
@@ -71,10 +80,10 @@ int vp_diffuse(vp_sim *s)
     double *w = v->vorticity->data, *d = v->density->data;
     double rho0 = s->params.ambient_density, dt = s->params.dt;
     double width = s->params.pse_width, cut = s->params.pse_cutoff;
-    /* scratch: spacing e_i (1), volume (1), temperature (1), dw (3), dT (1) */
-    double *sc = vp_sim_scratch(s, 7 * n);
+    /* scratch: spacing e_i (1), volume (1), temperature (1), dw (3), dT (1), nu_i (1) */
+    double *sc = vp_sim_scratch(s, 8 * n);
     if (!sc) return VP_ERR_NOMEM;
-    double *e = sc, *V = sc + n, *T = sc + 2 * n, *dw = sc + 3 * n, *dT = sc + 6 * n;
+    double *e = sc, *V = sc + n, *T = sc + 2 * n, *dw = sc + 3 * n, *dT = sc + 6 * n, *nui = sc + 7 * n;
     double emax = 0, lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     double lim_lo[3], lim_hi[3]; /* outliers go to the edge cells: they sit far from all */
     vp_robust_limits(s, 0, lim_lo, lim_hi);
@@ -94,6 +103,23 @@ int vp_diffuse(vp_sim *s)
     }
     for (int a = 0; a < 3; a++) if (!(lo[a] <= hi[a])) { lo[a] = 0; hi[a] = 0; }
     if (kappa <= 0) any_heat = 0;
+    int threads = s->params.threads;
+    (void)threads;
+    /* per-vorton viscosity: molecular plus Smagorinsky's eddy viscosity */
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long i = 0; i < (long)n; i++) {
+        double D = e[i] / width, nv = nu > 0 ? nu : 0.0;
+        if (cs > 0) {
+            double J[9];
+            vp_grid_interp(&s->grid, s->grid_jacobian, 9, x + 3 * i, J);
+            double ss = 0;
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 3; b++) { double S = 0.5 * (J[3 * a + b] + J[3 * b + a]); ss += S * S; }
+            nv += cs * cs * D * D * sqrt(2.0 * ss);
+        }
+        double cap = 0.1 * e[i] * e[i] / dt;
+        nui[i] = nv < cap ? nv : (nu > cap ? nu : cap); /* never below the molecular value */
+    }
     /* cell list with cells of the cutoff distance; bounded cell count */
     double cell = cut * emax;
     int nc[3];
@@ -128,17 +154,16 @@ int vp_diffuse(vp_sim *s)
     }
     const double norm = 4.0 / (VP_PI * sqrt(VP_PI));
     /* sorted double SoA copies: x y z e V wx wy wz T, and outputs dw (3) dT in sorted order */
-    double *so = malloc(13 * n * sizeof(double));
+    double *so = malloc(14 * n * sizeof(double));
     if (!so) { free(start); free(order); free(cid); return VP_ERR_NOMEM; }
     double *X = so, *Y = so + n, *Z = so + 2 * n, *E = so + 3 * n, *VV = so + 4 * n, *WX = so + 5 * n,
-           *WY = so + 6 * n, *WZ = so + 7 * n, *TT = so + 8 * n, *OW = so + 9 * n, *OT = so + 12 * n;
+           *WY = so + 6 * n, *WZ = so + 7 * n, *TT = so + 8 * n, *OW = so + 9 * n, *OT = so + 12 * n,
+           *NU = so + 13 * n;
     for (size_t q = 0; q < n; q++) {
         size_t i = order[q];
         X[q] = x[3 * i]; Y[q] = x[3 * i + 1]; Z[q] = x[3 * i + 2]; E[q] = e[i]; VV[q] = V[i];
-        WX[q] = w[3 * i]; WY[q] = w[3 * i + 1]; WZ[q] = w[3 * i + 2]; TT[q] = T[i];
+        WX[q] = w[3 * i]; WY[q] = w[3 * i + 1]; WZ[q] = w[3 * i + 2]; TT[q] = T[i]; NU[q] = nui[i];
     }
-    int threads = s->params.threads;
-    (void)threads;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 64)
     for (long qq = 0; qq < (long)n; qq++) {
         size_t q = (size_t)qq, c = cid[order[q]];
@@ -151,11 +176,11 @@ int vp_diffuse(vp_sim *s)
                 if (ky < 0 || ky >= nc[1]) continue;
                 size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
                 /* cells x0..x1 of this row are contiguous in the sorted order */
-                vp_pse_row(start[row + x0], start[row + x1 + 1], q, X, Y, Z, E, VV, WX, WY, WZ, TT, cut * cut, acc);
+                vp_pse_row(start[row + x0], start[row + x1 + 1], q, X, Y, Z, E, VV, WX, WY, WZ, TT, NU, cut * cut, acc);
             }
         }
-        OW[3 * q] = nu * dt * norm * acc[0]; OW[3 * q + 1] = nu * dt * norm * acc[1];
-        OW[3 * q + 2] = nu * dt * norm * acc[2]; OT[q] = kappa * dt * norm * acc[3];
+        OW[3 * q] = dt * norm * acc[0]; OW[3 * q + 1] = dt * norm * acc[1];
+        OW[3 * q + 2] = dt * norm * acc[2]; OT[q] = kappa * dt * norm * acc[3];
     }
     for (size_t q = 0; q < n; q++) {
         size_t i = order[q];
@@ -164,7 +189,7 @@ int vp_diffuse(vp_sim *s)
     free(so);
     free(start); free(order); free(cid);
     for (size_t i = 0; i < n; i++) {
-        if (nu > 0) { w[3 * i] += dw[3 * i]; w[3 * i + 1] += dw[3 * i + 1]; w[3 * i + 2] += dw[3 * i + 2]; }
+        if (viscous) { w[3 * i] += dw[3 * i]; w[3 * i + 1] += dw[3 * i + 1]; w[3 * i + 2] += dw[3 * i + 2]; }
         if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + dT[i]);
     }
     return VP_OK;

@@ -290,12 +290,15 @@ static const param_spec PARAMS[] = {
     {"grid_cells_per_vorton", PO(grid_cells_per_vorton), 0, 0, 1, 1e4, "grid cells per vorton"},
     {"pse_width", PO(pse_width), 0, 0, 1, 100, "PSE kernel width / particle spacing"},
     {"pse_cutoff", PO(pse_cutoff), 0, 1, 0, 4, "PSE cutoff in kernel widths (at most 4)"},
+    {"smagorinsky", PO(smagorinsky), 0, 0, 0, 1.0, "subgrid eddy viscosity coefficient C_s (0: off): nu + (C_s spacing)^2 |strain|"},
     {"contact_blend", PO(contact_blend), 0, 0, 1, 1.0, "fraction of the boundary vorticity assigned per step"},
     {"vorton_lifetime", PO(vorton_lifetime), 0, 0, 0, INFINITY, "vortons older than this are removed (0: never), in batches, at most ~3% of a lifetime late"},
     {"tracer_lifetime", PO(tracer_lifetime), 0, 0, 0, INFINITY, "tracers older than this are removed (0: never), in batches, at most ~3% of a lifetime late"},
     {"advect_order", PO(advect_order), 1, 1, 0, 2, "1: explicit Euler, 2: Heun"},
     {"stretch", PO(stretch), 1, 0, 0, 1, "1: vortex stretching and tilting on"},
     {"baroclinic", PO(baroclinic), 1, 0, 0, 1, "1: baroclinic vorticity generation on (0: density is passive dye)"},
+    {"remesh_interval", PO(remesh_interval), 1, 0, 0, 1e9, "frames between remeshings of the vortons onto a lattice (0: never)"},
+    {"remesh_threshold", PO(remesh_threshold), 0, 0, 0, 1.0, "remeshing drops lattice nodes weaker than this fraction of the strongest"},
     {"rollback", PO(rollback), 1, 0, 0, 1, "1: a step that fails (FloatingPointError) leaves the state as before it"},
 };
 #define N_PARAMS (sizeof PARAMS / sizeof PARAMS[0])
@@ -649,6 +652,19 @@ static PyObject *Sim_collide(SimObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *Sim_remesh(SimObject *self, PyObject *unused)
+{
+    if (check_ready(self)) return NULL;
+    int st;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    st = vp_sim_remesh(self->s);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (st) return raise_status(st, "remesh");
+    Py_RETURN_NONE;
+}
+
 static PyObject *Sim_grid(SimObject *self, PyObject *unused)
 {
     if (check_ready(self)) return NULL;
@@ -836,6 +852,11 @@ static PyMethodDef Sim_methods[] = {
      "sim's solver (the tree for 'tree' and 'poisson'), not interpolated from the grid."},
     {"update_velocity_grid", (PyCFunction)Sim_update_velocity_grid, METH_NOARGS,
      "Recompute the domain grid and the velocity on it from the current vortons."},
+    {"remesh", (PyCFunction)Sim_remesh, METH_NOARGS,
+     "remesh()\n--\n\nRedistribute the vortons onto a regular lattice now (M4' kernel; see the "
+     "remesh_interval parameter, which does it every few frames).  Conserves circulation, linear and "
+     "angular impulse and density mass, up to the nodes dropped below remesh_threshold.  Views "
+     "taken before are detached."},
     {"collide", (PyCFunction)Sim_collide, METH_NOARGS,
      "Apply the fluid-body boundary conditions now (ejection, vorticity assignment, momentum and heat hand-over)."},
     {"grid", (PyCFunction)Sim_grid, METH_NOARGS, "grid()\n--\n\nThe last step's grid: origin, spacing, shape (z, y, x), velocity and density copies."},

@@ -8,7 +8,7 @@
 
 const char *const vp_phase_names[VP_PHASE_COUNT] = {
     "domain", "velocity", "stretch", "baroclinic", "diffuse", "advect_vortons",
-    "advect_tracers", "contact", "buoyancy", "bodies", "emit"};
+    "advect_tracers", "contact", "buoyancy", "bodies", "emit", "remesh"};
 
 void vp_params_init(vp_params *p)
 {
@@ -27,6 +27,9 @@ void vp_params_init(vp_params *p)
     p->grid_max_points = (size_t)1 << 22;
     p->pse_width = 1.0;
     p->pse_cutoff = 3.5;
+    p->smagorinsky = 0.0;
+    p->remesh_interval = 0;
+    p->remesh_threshold = 0.05;
     p->contact_blend = 0.2; /* relax toward the boundary vorticity over ~5 steps (seeds: 0.1) */
     p->advect_order = 2;
     p->stretch = 1;
@@ -648,7 +651,11 @@ static int step_once(vp_sim *s)
     t2 = vp_now_ms(); s->timings[VP_PHASE_BODIES] = t2 - t; t = t2;
     if ((st = vp_expire(s))) return st;                                   /* 10 */
     if ((st = vp_emit(s))) return st;
-    s->timings[VP_PHASE_EMIT] = vp_now_ms() - t;
+    t2 = vp_now_ms(); s->timings[VP_PHASE_EMIT] = t2 - t; t = t2;
+    if (s->params.remesh_interval > 0 && (s->frame + 1) % s->params.remesh_interval == 0) {  /* remesh.c */
+        if ((st = vp_sim_remesh(s))) { s->failed_phase = VP_PHASE_REMESH; return st; }
+        s->timings[VP_PHASE_REMESH] = vp_now_ms() - t;
+    }
     if ((st = check_finite(s, VP_PHASE_CONTACT))) return st;
     for (size_t b = 0; b < s->n_bodies; b++) {
         vp_body *B = &s->bodies[b];

@@ -29,7 +29,7 @@ typedef enum { VP_SOLVER_DIRECT = 0, VP_SOLVER_TREE = 1, VP_SOLVER_POISSON = 2 }
 enum {
     VP_PHASE_DOMAIN, VP_PHASE_VELOCITY, VP_PHASE_STRETCH, VP_PHASE_BAROCLINIC,
     VP_PHASE_DIFFUSE, VP_PHASE_ADVECT_VORTONS, VP_PHASE_ADVECT_TRACERS, VP_PHASE_CONTACT,
-    VP_PHASE_BUOYANCY, VP_PHASE_BODIES, VP_PHASE_EMIT, VP_PHASE_COUNT
+    VP_PHASE_BUOYANCY, VP_PHASE_BODIES, VP_PHASE_EMIT, VP_PHASE_REMESH, VP_PHASE_COUNT
 };
 extern const char *const vp_phase_names[VP_PHASE_COUNT];
 
@@ -163,6 +163,8 @@ typedef struct {
     size_t grid_max_points;     /* upper bound on grid nodes (open-boundary safety) */
     double pse_width;           /* PSE kernel width e as a multiple of the particle spacing V^(1/3) */
     double pse_cutoff;          /* pairs farther than pse_cutoff * e are ignored */
+    double smagorinsky;         /* subgrid eddy viscosity coefficient C_s: nu_i = nu + (C_s D_i)^2 |S_i|
+                                   with D_i the vorton spacing and S_i the strain rate (0: off) */
     double contact_blend;       /* fraction of the way to the boundary vorticity per step (default 0.2; 1: at once) */
     double vorton_lifetime;     /* vortons older than this are removed, in batches: at most ~3% late (<= 0: never) */
     double tracer_lifetime;     /* tracers older than this are removed (<= 0: never) */
@@ -170,6 +172,9 @@ typedef struct {
     int stretch;                /* 0 disables stretching and tilting (for tests) */
     int baroclinic;             /* 0 disables baroclinic generation (density is then passive dye) */
     int rollback;               /* 1: copy the state before each step and restore it if the step fails */
+    int remesh_interval;        /* frames between remeshings onto a lattice (remesh.c); 0: never */
+    double remesh_threshold;    /* lattice nodes with strength and density below this fraction of
+                                   the largest are dropped when remeshing */
 } vp_params;
 
 void vp_params_init(vp_params *p);
@@ -217,6 +222,8 @@ int vp_sim_reserve_vortons(vp_sim *s, size_t n);
 int vp_sim_reserve_tracers(vp_sim *s, size_t n);
 /* Remove particles whose keep[i] == 0 (stable order). */
 int vp_sim_compact_vortons(vp_sim *s, const unsigned char *keep);
+/* Redistribute the vortons onto a regular lattice with the M4' kernel (remesh.c). */
+int vp_sim_remesh(vp_sim *s);
 int vp_sim_compact_tracers(vp_sim *s, const unsigned char *keep);
 /* Build the domain grid and velocity field from the current vortons (phases 1-2). */
 int vp_sim_update_velocity_grid(vp_sim *s);

@@ -72,6 +72,8 @@ class Sim:
         dt: float = ...,
         viscosity: float = ...,
         smagorinsky: float = ...,
+        remesh_interval: int = ...,
+        remesh_threshold: float = ...,
         thermal_diffusivity: float = ...,
         ambient_density: float = ...,
         fluid_heat_capacity: float = ...,
@@ -97,6 +99,8 @@ class Sim:
     dt: float
     viscosity: float
     smagorinsky: float
+    remesh_interval: int
+    remesh_threshold: float
     thermal_diffusivity: float
     ambient_density: float
     fluid_heat_capacity: float
@@ -152,6 +156,8 @@ class Sim:
         """Recompute the domain grid and the velocity on it from the current vortons."""
     def collide(self) -> None:
         """Apply the fluid-body boundary conditions now."""
+    def remesh(self) -> None:
+        """Redistribute the vortons onto a regular lattice now (M4' kernel)."""
     def grid(self) -> Dict[str, Any]:
         """The last step's grid: origin, spacing, shape (z, y, x), velocity and density copies."""
     def _step(self, n: int = ...) -> None: ...

@@ -18,7 +18,9 @@ FORMAT_VERSION = 1
 _PARAM_NAMES = (
     "dt", "viscosity", "thermal_diffusivity", "ambient_density", "fluid_heat_capacity",
     "tree_theta", "tree_leaf_size", "grid_cells_per_vorton", "pse_width", "pse_cutoff",
+    "smagorinsky",
     "contact_blend", "vorton_lifetime", "tracer_lifetime", "advect_order", "stretch", "baroclinic", "rollback",
+    "remesh_interval", "remesh_threshold",
 )
 
 
@@ -161,7 +163,7 @@ class Sim(_core.Sim):
     set by ``tree_theta``) or ``"poisson"`` (vortex-in-cell with free-space boundaries).
     ``threads=None`` uses every core.  Advanced keywords (also attributes): ``tree_theta``,
     ``tree_leaf_size``, ``grid_cells_per_vorton``, ``grid_max_points``, ``pse_width``,
-    ``pse_cutoff``, ``contact_blend``, ``vorton_lifetime``, ``tracer_lifetime``,
+    ``pse_cutoff``, ``smagorinsky`` (subgrid eddy viscosity, see below), ``contact_blend``, ``vorton_lifetime``, ``tracer_lifetime``,
     ``advect_order``, ``stretch``, ``baroclinic``, ``rollback``, ``fluid_heat_capacity``,
     ``seed``.  With ``rollback=1`` every step first copies the state, and a step that raises
     ``FloatingPointError`` leaves the simulation exactly as it was before that step.

@@ -20,6 +20,12 @@ __all__ = ["vortex_ring", "jet_ring", "vortex_tube", "crossed_tubes", "ball_thro
 
 RADIUS_PER_SPACING = (3.0 / (4.0 * np.pi)) ** (1.0 / 3.0)
 
+#: Scenes with strong stretching or sharp density fronts remesh their vortons onto a lattice
+#: every 20 frames (csrc/remesh.c): without it the particle noise these flows build up is
+#: amplified by stretching until a step blows up (dye_drop at frame ~110, jet_ring ~90,
+#: hot_ball ~360).  Pass remesh_interval=0 to see the raw particle method.
+REMESH = dict(remesh_interval=20, remesh_threshold=0.05)
+
 
 def radius_for_spacing(h: float) -> float:
     """Core radius whose sphere volume equals a lattice cell h^3."""
@@ -101,7 +107,7 @@ def jet_ring(ring_radius=0.5, core=0.1, circulation=1.0, rings=3, gap=0.6, trace
     vortons' (not exactly divergence-free) vorticity grows without bound once the rings
     interact closely (frame ~80), a known weakness of vortex particle methods without
     remeshing or divergence filtering."""
-    sim = _sim(dict(viscosity=0.01, gravity=(0, 0, 0)), sim_kw)
+    sim = _sim(dict(viscosity=0.01, **REMESH, gravity=(0, 0, 0)), sim_kw)
     rng = np.random.default_rng(seed)
     for k in range(rings):
         p, w, r = ring_vortons(center=(0, 0, -k * gap), ring_radius=ring_radius, core=core, circulation=circulation)
@@ -212,7 +218,7 @@ def _fluid_box(sim, rng, lo, hi, h, density_fn, noise=0.0, tracers=0):
 def dye_drop(deviation=1.0, drop_radius=1.0, per_axis=16, tracers=50000, seed=0, **sim_kw) -> Sim:
     """Part 8: a ball of heavy dyed fluid (density deviation +1) in still fluid; it sinks and
     rolls up into a vortex ring."""
-    sim = _sim(dict(viscosity=0.01), sim_kw)
+    sim = _sim(dict(viscosity=0.01, **REMESH), sim_kw)
     rng = np.random.default_rng(seed)
     L = 1.6 * drop_radius
     h = 2 * L / per_axis
@@ -229,7 +235,7 @@ def two_drops(deviation=0.9, drop_radius=0.6, offset=2.0, per_axis=(10, 10, 24),
               **sim_kw) -> Sim:
     """Part 8's two drops: a light one (-0.9) two units below the middle rises while a heavy
     one (+0.9) two units above sinks; they pass each other."""
-    sim = _sim(dict(viscosity=0.01), sim_kw)
+    sim = _sim(dict(viscosity=0.01, **REMESH), sim_kw)
     rng = np.random.default_rng(seed)
     lo = np.array([-1.2, -1.2, -offset - 1.2])
     hi = -lo
@@ -256,7 +262,7 @@ def stratified(deviation=0.6, ball_radius=0.2, ball_height=0.6, vortons=1024, tr
     """Part 9: two layers, heavy (+0.6) below and light (-0.6) above, with a neutrally buoyant
     ball (density = ambient) released above the interface; it sinks, overshoots and settles
     at the interface, where the fluid is as dense as it is."""
-    sim = _sim(dict(viscosity=0.01), sim_kw)
+    sim = _sim(dict(viscosity=0.01, **REMESH), sim_kw)
     rng = np.random.default_rng(seed)
     lo, hi = np.array([-1.0, -1.0, -1.0]), np.array([1.0, 1.0, 1.0])
     h = (8.0 / vortons) ** (1 / 3)
@@ -273,7 +279,7 @@ def hot_ball(temperature=10.0, ball_radius=0.2, box=0.5, vortons=512, noise=0.5,
     vortons and tracers; the fluid it heats expands, rises and rolls up into a pair of
     counter-rotating vortices.  Particles live ``lifetime_frames`` frames."""
     dt = sim_kw.get("dt", 1 / 30)
-    sim = _sim(dict(viscosity=0.01, vorton_lifetime=lifetime_frames * dt, tracer_lifetime=lifetime_frames * dt),
+    sim = _sim(dict(viscosity=0.01, **REMESH, vorton_lifetime=lifetime_frames * dt, tracer_lifetime=lifetime_frames * dt),
                sim_kw)
     rng = np.random.default_rng(seed)
     h = (box ** 3 / vortons) ** (1 / 3)

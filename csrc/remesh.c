@@ -1,0 +1,162 @@
+/* remesh.c: redistribution of the vortons onto a regular lattice (vortex particle methods'
+ * remeshing, Koumoutsakos 1997; Cottet and Koumoutsakos 2000, ch. 7), not in the seeds.
+ *
+ * Vortons move with the flow and drift apart or bunch up; stretching then grows the strength
+ * of isolated vortons whose neighbours no longer overlap them, and the particle noise feeds
+ * on itself until the step blows up (the seeds halved the stretching rate to delay it).
+ * Every remesh_interval frames the vortons' strengths a = w V, density mass rho' V and age
+ * are spread with the M4' kernel (Monaghan 1985) onto a lattice of spacing h = (mean V)^(1/3)
+ * and the vortons are replaced by one per lattice node that carries a strength or a density
+ * above remesh_threshold times the largest.  M4' reproduces polynomials up to degree 2, so
+ * total strength (circulation), linear impulse 1/2 sum x x a and angular impulse
+ * 1/3 sum x x (x x a) are unchanged up to the dropped nodes (exactly when nothing is
+ * dropped), as is the total density mass.  Vortons beyond the robust domain limits
+ * (escapees) and those whose kernel support reaches into a body are left as they are. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+#include "kernel.h"
+
+/* M4' interpolation kernel, support |x| < 2 (Monaghan 1985). */
+static inline double m4p(double x)
+{
+    x = fabs(x);
+    if (x < 1.0) return 1.0 - 2.5 * x * x + 1.5 * x * x * x;
+    if (x < 2.0) return 0.5 * (2.0 - x) * (2.0 - x) * (1.0 - x);
+    return 0.0;
+}
+
+int vp_sim_remesh(vp_sim *s)
+{
+    vp_vortons *v = &s->vortons;
+    size_t n = v->n;
+    if (n < 2) return VP_OK;
+    const double *x = v->position->data, *w = v->vorticity->data, *r = v->radius->data;
+    const double *d = v->density->data, *age = v->age->data;
+    double lim_lo[3], lim_hi[3], lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    vp_robust_limits(s, 0, lim_lo, lim_hi);
+    double vsum = 0;
+    size_t nin = 0;
+    unsigned char *inside = malloc(n);
+    if (!inside) return VP_ERR_NOMEM;
+    /* lattice spacing from the vortons' mean volume (all of them: the robust set is not known yet) */
+    double vall = 0;
+    for (size_t i = 0; i < n; i++) vall += vp_volume(r[i]);
+    double hb = cbrt(vall / (double)n), reach = 2.0 * sqrt(3.0) * hb;
+    for (size_t i = 0; i < n; i++) {
+        int in = 1;
+        for (int a = 0; a < 3; a++) in &= x[3 * i + a] >= lim_lo[a] && x[3 * i + a] <= lim_hi[a];
+        /* vortons whose kernel support reaches into a body keep their place: a lattice node
+         * inside a body would be ejected with fresh boundary vorticity next step */
+        for (size_t b = 0; b < s->n_bodies && in; b++) {
+            const vp_body *B = &s->bodies[b];
+            double dx = x[3 * i] - B->position[0], dy = x[3 * i + 1] - B->position[1], dz = x[3 * i + 2] - B->position[2];
+            double lim = B->radius + reach;
+            in = dx * dx + dy * dy + dz * dz >= lim * lim;
+        }
+        inside[i] = (unsigned char)in;
+        if (!in) continue;
+        nin++;
+        vsum += vp_volume(r[i]);
+        for (int a = 0; a < 3; a++) {
+            if (x[3 * i + a] < lo[a]) lo[a] = x[3 * i + a];
+            if (x[3 * i + a] > hi[a]) hi[a] = x[3 * i + a];
+        }
+    }
+    int st = VP_OK;
+    double *acc = NULL, *np_ = NULL;
+    if (nin < 2) goto done;
+    double h = hb;
+    (void)vsum;
+    long o[3], m[3];
+    double cells = 1;
+    for (int a = 0; a < 3; a++) {
+        o[a] = (long)floor(lo[a] / h) - 2;
+        m[a] = (long)floor(hi[a] / h) + 3 - o[a] + 1;
+        cells *= (double)m[a];
+    }
+    if (cells > (double)s->params.grid_max_points * 4.0) goto done; /* far too spread out: skip */
+    size_t nn = (size_t)cells;
+    /* per node: strength (3), density mass (1), age mass and weight (2) */
+    acc = calloc(6 * nn, sizeof(double));
+    if (!acc) { st = VP_ERR_NOMEM; goto done; }
+    /* serial scatter: deterministic and race-free (remeshing runs once every few frames) */
+    for (size_t i = 0; i < n; i++) {
+        if (!inside[i]) continue;
+        double V = vp_volume(r[i]), q[6] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V, d[i] * V, 0, 0};
+        double wt[3][4];
+        long b[3];
+        for (int a = 0; a < 3; a++) {
+            double u = x[3 * i + a] / h;
+            b[a] = (long)floor(u) - 1;
+            for (int k = 0; k < 4; k++) wt[a][k] = m4p(u - (double)(b[a] + k));
+        }
+        for (int kz = 0; kz < 4; kz++)
+            for (int ky = 0; ky < 4; ky++)
+                for (int kx = 0; kx < 4; kx++) {
+                    double W = wt[0][kx] * wt[1][ky] * wt[2][kz];
+                    size_t id = (size_t)(b[0] + kx - o[0]) +
+                                (size_t)m[0] * ((size_t)(b[1] + ky - o[1]) + (size_t)m[1] * (size_t)(b[2] + kz - o[2]));
+                    double *A = acc + 6 * id;
+                    A[0] += W * q[0]; A[1] += W * q[1]; A[2] += W * q[2]; A[3] += W * q[3];
+                    A[4] += W * age[i]; A[5] += W;
+                }
+    }
+    double amax = 0, dmax = 0;
+    for (size_t id = 0; id < nn; id++) {
+        const double *A = acc + 6 * id;
+        double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]);
+        if (am > amax) amax = am;
+        if (fabs(A[3]) > dmax) dmax = fabs(A[3]);
+    }
+    double thr = s->params.remesh_threshold, ta = thr * amax, td = thr * dmax;
+    size_t nkeep = 0;
+    for (size_t id = 0; id < nn; id++) {
+        const double *A = acc + 6 * id;
+        double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]);
+        nkeep += (am > ta && am > 0) || (fabs(A[3]) > td && A[3] != 0);
+    }
+    size_t nout = n - nin, total = nkeep + nout;
+    /* new arrays: position 3, vorticity 3, radius, density, age -> 9 per vorton */
+    np_ = malloc(9 * (total ? total : 1) * sizeof(double));
+    if (!np_) { st = VP_ERR_NOMEM; goto done; }
+    double *P = np_, *Wn = np_ + 3 * total, *R = np_ + 6 * total, *D = np_ + 7 * total, *G = np_ + 8 * total;
+    double V = h * h * h, rad = h * cbrt(3.0 / (4.0 * VP_PI)), rho0 = s->params.ambient_density;
+    size_t k = 0;
+    for (size_t id = 0; id < nn; id++) {
+        const double *A = acc + 6 * id;
+        double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]);
+        if (!((am > ta && am > 0) || (fabs(A[3]) > td && A[3] != 0))) continue;
+        size_t ix = id % (size_t)m[0], iy = (id / (size_t)m[0]) % (size_t)m[1], iz = id / ((size_t)m[0] * (size_t)m[1]);
+        P[3 * k] = (double)(o[0] + (long)ix) * h;
+        P[3 * k + 1] = (double)(o[1] + (long)iy) * h;
+        P[3 * k + 2] = (double)(o[2] + (long)iz) * h;
+        for (int a = 0; a < 3; a++) Wn[3 * k + a] = A[a] / V;
+        R[k] = rad;
+        double dd = A[3] / V, floor_d = -0.95 * rho0; /* M4' undershoots at sharp fronts */
+        D[k] = dd > floor_d ? dd : floor_d;
+        G[k] = A[5] > 0 ? A[4] / A[5] : 0.0;
+        k++;
+    }
+    for (size_t i = 0; i < n; i++) { /* escapees unchanged, after the lattice */
+        if (inside[i]) continue;
+        for (int a = 0; a < 3; a++) { P[3 * k + a] = x[3 * i + a]; Wn[3 * k + a] = w[3 * i + a]; }
+        R[k] = r[i]; D[k] = d[i]; G[k] = age[i];
+        k++;
+    }
+    /* replace: reserve first (so failure loses nothing), then drop the old rows and fill */
+    if ((st = vp_sim_reserve_vortons(s, total))) goto done;
+    {
+        unsigned char *none = calloc(n, 1);
+        if (!none) { st = VP_ERR_NOMEM; goto done; }
+        st = vp_sim_compact_vortons(s, none); /* fresh blocks where views hold the old ones */
+        free(none);
+        if (st) goto done;
+    }
+    st = vp_sim_add_vortons(s, total, P, Wn, R, D);
+    if (!st) memcpy(v->age->data, G, total * sizeof(double));
+done:
+    free(inside); free(acc); free(np_);
+    return st;
+}
