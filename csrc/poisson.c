@@ -90,6 +90,39 @@ static inline int wrapped(int i, int N, int *skip)
     return 2 * i < N ? i : i - N;
 }
 
+/* Complex transforms of the M0 lines base[i + t stride], t = 0..N-1, i = 0..M0-1 (complex
+ * indices), in blocks of LINE_BLOCK neighbouring lines so that every gathered cache line is
+ * used whole.  Input beyond t >= n_in is taken as zero; only t < n_keep is written back.
+ * buf: LINE_BLOCK * 2N doubles.  Returns nonzero when pocketfft runs out of memory. */
+#define LINE_BLOCK 8
+static int strided_lines(cfft_plan plan, int forward, double *base, size_t stride, int M0, int N,
+                         int n_in, int n_keep, double *buf)
+{
+    for (int i0 = 0; i0 < M0; i0 += LINE_BLOCK) {
+        const int B = M0 - i0 < LINE_BLOCK ? M0 - i0 : LINE_BLOCK;
+        for (int t = 0; t < n_in; t++) {
+            const double *src = base + 2 * ((size_t)i0 + (size_t)t * stride);
+            for (int b = 0; b < B; b++) {
+                buf[2 * ((size_t)b * N + t)] = src[2 * b];
+                buf[2 * ((size_t)b * N + t) + 1] = src[2 * b + 1];
+            }
+        }
+        for (int b = 0; b < B; b++) {
+            double *line = buf + 2 * (size_t)b * N;
+            for (int t = n_in; t < N; t++) line[2 * t] = line[2 * t + 1] = 0.0;
+            if (forward ? cfft_forward(plan, line, 1.0) : cfft_backward(plan, line, 1.0)) return 1;
+        }
+        for (int t = 0; t < n_keep; t++) {
+            double *dst = base + 2 * ((size_t)i0 + (size_t)t * stride);
+            for (int b = 0; b < B; b++) {
+                dst[2 * b] = buf[2 * ((size_t)b * N + t)];
+                dst[2 * b + 1] = buf[2 * ((size_t)b * N + t) + 1];
+            }
+        }
+    }
+    return 0;
+}
+
 /* Forward 3D transform of three real fields into p->work[0..2].
  * Source: `src` holds n0*n1*n2 nodes with 3 interleaved components (field c at src[3 node + c]),
  * zero beyond; or, when src == NULL, the kernel G_c for h = 1 and core ratio p->ratio over the
@@ -137,24 +170,14 @@ static int forward3(struct vp_poisson *p, const double *src, const int n[3], int
     /* y: complex transforms along j of the n2 planes that hold data (j >= n1 is zero) */
 #pragma omp parallel num_threads(threads) reduction(| : fail)
     {
-        double *buf = malloc(2 * (size_t)N1 * sizeof(double));
+        double *buf = malloc(LINE_BLOCK * 2 * (size_t)N1 * sizeof(double));
         if (!buf) fail = 1;
         const long planes = 3L * n[2];
 #pragma omp for schedule(static)
         for (long P = 0; P < planes; P++) {
             if (!buf) continue;
             int c = (int)(P % 3), k = (int)(P / 3);
-            double *w = p->work[c] + 2 * (size_t)k * sz;
-            for (int i = 0; i < M0; i++) {
-                for (int j = 0; j < n[1]; j++) {
-                    buf[2 * j] = w[2 * (i + j * sy)]; buf[2 * j + 1] = w[2 * (i + j * sy) + 1];
-                }
-                for (int j = n[1]; j < N1; j++) buf[2 * j] = buf[2 * j + 1] = 0.0;
-                if (cfft_forward(p->py, buf, 1.0)) { fail = 1; break; }
-                for (int j = 0; j < N1; j++) {
-                    w[2 * (i + j * sy)] = buf[2 * j]; w[2 * (i + j * sy) + 1] = buf[2 * j + 1];
-                }
-            }
+            fail |= strided_lines(p->py, 1, p->work[c] + 2 * (size_t)k * sz, sy, M0, N1, n[1], N1, buf);
         }
         free(buf);
     }
@@ -162,24 +185,14 @@ static int forward3(struct vp_poisson *p, const double *src, const int n[3], int
     /* z: complex transforms along k of every (i, j) column (k >= n2 is zero) */
 #pragma omp parallel num_threads(threads) reduction(| : fail)
     {
-        double *buf = malloc(2 * (size_t)N2 * sizeof(double));
+        double *buf = malloc(LINE_BLOCK * 2 * (size_t)N2 * sizeof(double));
         if (!buf) fail = 1;
         const long rows = 3L * N1;
 #pragma omp for schedule(static)
         for (long R = 0; R < rows; R++) {
             if (!buf) continue;
             int c = (int)(R % 3), j = (int)(R / 3);
-            double *w = p->work[c] + 2 * (size_t)j * sy;
-            for (int i = 0; i < M0; i++) {
-                for (int k = 0; k < n[2]; k++) {
-                    buf[2 * k] = w[2 * (i + k * sz)]; buf[2 * k + 1] = w[2 * (i + k * sz) + 1];
-                }
-                for (int k = n[2]; k < N2; k++) buf[2 * k] = buf[2 * k + 1] = 0.0;
-                if (cfft_forward(p->pz, buf, 1.0)) { fail = 1; break; }
-                for (int k = 0; k < N2; k++) {
-                    w[2 * (i + k * sz)] = buf[2 * k]; w[2 * (i + k * sz) + 1] = buf[2 * k + 1];
-                }
-            }
+            fail |= strided_lines(p->pz, 1, p->work[c] + 2 * (size_t)j * sy, sz, M0, N2, n[2], N2, buf);
         }
         free(buf);
     }
@@ -197,23 +210,14 @@ static int inverse3(struct vp_poisson *p, double *dst, const int n[3], int threa
     /* z: every (i, j) column; only k < n2 is kept */
 #pragma omp parallel num_threads(threads) reduction(| : fail)
     {
-        double *buf = malloc(2 * (size_t)N2 * sizeof(double));
+        double *buf = malloc(LINE_BLOCK * 2 * (size_t)N2 * sizeof(double));
         if (!buf) fail = 1;
         const long rows = 3L * N1;
 #pragma omp for schedule(static)
         for (long R = 0; R < rows; R++) {
             if (!buf) continue;
             int c = (int)(R % 3), j = (int)(R / 3);
-            double *w = p->work[c] + 2 * (size_t)j * sy;
-            for (int i = 0; i < M0; i++) {
-                for (int k = 0; k < N2; k++) {
-                    buf[2 * k] = w[2 * (i + k * sz)]; buf[2 * k + 1] = w[2 * (i + k * sz) + 1];
-                }
-                if (cfft_backward(p->pz, buf, 1.0)) { fail = 1; break; }
-                for (int k = 0; k < n[2]; k++) {
-                    w[2 * (i + k * sz)] = buf[2 * k]; w[2 * (i + k * sz) + 1] = buf[2 * k + 1];
-                }
-            }
+            fail |= strided_lines(p->pz, 0, p->work[c] + 2 * (size_t)j * sy, sz, M0, N2, N2, n[2], buf);
         }
         free(buf);
     }
@@ -221,23 +225,14 @@ static int inverse3(struct vp_poisson *p, double *dst, const int n[3], int threa
     /* y: the n2 kept planes; only j < n1 is kept */
 #pragma omp parallel num_threads(threads) reduction(| : fail)
     {
-        double *buf = malloc(2 * (size_t)N1 * sizeof(double));
+        double *buf = malloc(LINE_BLOCK * 2 * (size_t)N1 * sizeof(double));
         if (!buf) fail = 1;
         const long planes = 3L * n[2];
 #pragma omp for schedule(static)
         for (long P = 0; P < planes; P++) {
             if (!buf) continue;
             int c = (int)(P % 3), k = (int)(P / 3);
-            double *w = p->work[c] + 2 * (size_t)k * sz;
-            for (int i = 0; i < M0; i++) {
-                for (int j = 0; j < N1; j++) {
-                    buf[2 * j] = w[2 * (i + j * sy)]; buf[2 * j + 1] = w[2 * (i + j * sy) + 1];
-                }
-                if (cfft_backward(p->py, buf, 1.0)) { fail = 1; break; }
-                for (int j = 0; j < n[1]; j++) {
-                    w[2 * (i + j * sy)] = buf[2 * j]; w[2 * (i + j * sy) + 1] = buf[2 * j + 1];
-                }
-            }
+            fail |= strided_lines(p->py, 0, p->work[c] + 2 * (size_t)k * sz, sy, M0, N1, N1, n[1], buf);
         }
         free(buf);
     }
