@@ -336,7 +336,15 @@ int vp_poisson_velocity_grid(vp_sim *s)
         int N[3];
         for (int a = 0; a < 3; a++) N[a] = 2 * (int)good_size((size_t)g->n[a]);
         struct vp_poisson *p = s->poisson;
-        if (!p || p->N[0] != N[0] || p->N[1] != N[1] || p->N[2] != N[2]) {
+        /* the cached lattice serves any grid it pads to at least 2n per axis (the sum stays
+         * exact), unless it is much larger than needed: hysteresis against rebuilding the
+         * kernel transform every time the domain grows or shrinks by a node */
+        int reuse = p != NULL;
+        for (int a = 0; a < 3 && reuse; a++)
+            reuse = p->N[a] >= 2 * g->n[a] && p->N[a] <= N[a] + N[a] / 4;
+        if (reuse) {
+            for (int a = 0; a < 3; a++) N[a] = p->N[a];
+        } else {
             vp_poisson_free(p);
             s->poisson = p = poisson_create(N);
             if (!p) { free(out_idx); return VP_ERR_NOMEM; }
