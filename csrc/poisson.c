@@ -123,137 +123,83 @@ static int strided_lines(cfft_plan plan, int forward, double *base, size_t strid
     return 0;
 }
 
-/* Forward 3D transform of three real fields into p->work[0..2].
- * Source: `src` holds n0*n1*n2 nodes with 3 interleaved components (field c at src[3 node + c]),
- * zero beyond; or, when src == NULL, the kernel G_c for h = 1 and core ratio p->ratio over the
- * whole padded lattice (n = N). */
-static int forward3(struct vp_poisson *p, const double *src, const int n[3], int threads)
+/* Per-thread line buffer for the stages below. */
+static size_t line_buffer_doubles(const struct vp_poisson *p)
+{
+    size_t a = (size_t)p->N[0], b = LINE_BLOCK * 2 * (size_t)(p->N[1] > p->N[2] ? p->N[1] : p->N[2]);
+    return a > b ? a : b;
+}
+
+/* Stage A, one z-plane k of component c: real transforms along x of the rows j < n1 that hold
+ * data, then complex transforms along y (rows j >= n1 are zero).  Source: `src` holds
+ * n0*n1*n2 nodes with 3 interleaved components (field c at src[3 node + c]); or, when
+ * src == NULL, the kernel G_c for h = 1 and core ratio p->ratio on the whole padded lattice. */
+static int plane_forward(struct vp_poisson *p, const double *src, const int n[3], int c, int k, double *buf)
 {
     const int N0 = p->N[0], N1 = p->N[1], N2 = p->N[2], M0 = p->M0;
     const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
     const double s2 = p->ratio * p->ratio;
-    int fail = 0;
-    (void)threads;
-    /* x: real transforms of the n1*n2 lines that hold data */
-#pragma omp parallel num_threads(threads) reduction(| : fail)
-    {
-        double *buf = malloc((size_t)N0 * sizeof(double));
-        if (!buf) fail = 1;
-        const long lines = 3L * n[1] * n[2];
-#pragma omp for schedule(static)
-        for (long L = 0; L < lines; L++) {
-            if (!buf) continue;
-            int c = (int)(L % 3), j = (int)((L / 3) % n[1]), k = (int)(L / 3 / n[1]);
-            if (src) {
-                const double *row = src + 3 * ((size_t)n[0] * ((size_t)j + (size_t)n[1] * (size_t)k)) + c;
-                for (int i = 0; i < n[0]; i++) buf[i] = row[3 * (size_t)i];
-                for (int i = n[0]; i < N0; i++) buf[i] = 0.0;
-            } else {
-                int sk_j, sk_k;
-                double dy = wrapped(j, N1, &sk_j), dz = wrapped(k, N2, &sk_k);
-                for (int i = 0; i < N0; i++) {
-                    int sk_i;
-                    double dx = wrapped(i, N0, &sk_i), d[3] = {dx, dy, dz};
-                    double r2 = dx * dx + dy * dy + dz * dz;
-                    buf[i] = (sk_i || sk_j || sk_k) ? 0.0 : d[c] * VP_INV4PI * vp_kernel_g(r2, s2);
-                }
+    double *plane = p->work[c] + 2 * (size_t)k * sz;
+    for (int j = 0; j < n[1]; j++) {
+        if (src) {
+            const double *row = src + 3 * ((size_t)n[0] * ((size_t)j + (size_t)n[1] * (size_t)k)) + c;
+            for (int i = 0; i < n[0]; i++) buf[i] = row[3 * (size_t)i];
+            for (int i = n[0]; i < N0; i++) buf[i] = 0.0;
+        } else {
+            int sk_j, sk_k;
+            double dy = wrapped(j, N1, &sk_j), dz = wrapped(k, N2, &sk_k);
+            for (int i = 0; i < N0; i++) {
+                int sk_i;
+                double dx = wrapped(i, N0, &sk_i), d[3] = {dx, dy, dz};
+                double r2 = dx * dx + dy * dy + dz * dz;
+                buf[i] = (sk_i || sk_j || sk_k) ? 0.0 : d[c] * VP_INV4PI * vp_kernel_g(r2, s2);
             }
-            if (rfft_forward(p->px, buf, 1.0)) { fail = 1; continue; }
-            double *out = p->work[c] + 2 * ((size_t)j * sy + (size_t)k * sz);
-            out[0] = buf[0]; out[1] = 0.0;
-            for (int m = 1; m < N0 / 2; m++) { out[2 * m] = buf[2 * m - 1]; out[2 * m + 1] = buf[2 * m]; }
-            out[2 * (N0 / 2)] = buf[N0 - 1]; out[2 * (N0 / 2) + 1] = 0.0;
         }
-        free(buf);
+        if (rfft_forward(p->px, buf, 1.0)) return 1;
+        double *out = plane + 2 * (size_t)j * sy;
+        out[0] = buf[0]; out[1] = 0.0;
+        for (int m = 1; m < N0 / 2; m++) { out[2 * m] = buf[2 * m - 1]; out[2 * m + 1] = buf[2 * m]; }
+        out[2 * (N0 / 2)] = buf[N0 - 1]; out[2 * (N0 / 2) + 1] = 0.0;
     }
-    if (fail) return VP_ERR_NOMEM;
-    /* y: complex transforms along j of the n2 planes that hold data (j >= n1 is zero) */
-#pragma omp parallel num_threads(threads) reduction(| : fail)
-    {
-        double *buf = malloc(LINE_BLOCK * 2 * (size_t)N1 * sizeof(double));
-        if (!buf) fail = 1;
-        const long planes = 3L * n[2];
-#pragma omp for schedule(static)
-        for (long P = 0; P < planes; P++) {
-            if (!buf) continue;
-            int c = (int)(P % 3), k = (int)(P / 3);
-            fail |= strided_lines(p->py, 1, p->work[c] + 2 * (size_t)k * sz, sy, M0, N1, n[1], N1, buf);
-        }
-        free(buf);
-    }
-    if (fail) return VP_ERR_NOMEM;
-    /* z: complex transforms along k of every (i, j) column (k >= n2 is zero) */
-#pragma omp parallel num_threads(threads) reduction(| : fail)
-    {
-        double *buf = malloc(LINE_BLOCK * 2 * (size_t)N2 * sizeof(double));
-        if (!buf) fail = 1;
-        const long rows = 3L * N1;
-#pragma omp for schedule(static)
-        for (long R = 0; R < rows; R++) {
-            if (!buf) continue;
-            int c = (int)(R % 3), j = (int)(R / 3);
-            fail |= strided_lines(p->pz, 1, p->work[c] + 2 * (size_t)j * sy, sz, M0, N2, n[2], N2, buf);
-        }
-        free(buf);
-    }
-    return fail ? VP_ERR_NOMEM : VP_OK;
+    return strided_lines(p->py, 1, plane, sy, M0, N1, n[1], N1, buf);
 }
 
-/* Inverse 3D transform of p->work[0..2] (unnormalised), keeping only the n0*n1*n2 grid nodes,
- * written to dst[3 node + c]. */
-static int inverse3(struct vp_poisson *p, double *dst, const int n[3], int threads)
+/* Stage C, one z-plane k < n2 of component c: inverse transforms along y (only j < n1 kept),
+ * then real inverse transforms along x of those rows, i < n0 written to dst[3 node + c]. */
+static int plane_inverse(struct vp_poisson *p, double *dst, const int n[3], int c, int k, double *buf)
 {
-    const int N0 = p->N[0], N1 = p->N[1], N2 = p->N[2], M0 = p->M0;
+    const int N0 = p->N[0], N1 = p->N[1], M0 = p->M0;
     const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
+    double *plane = p->work[c] + 2 * (size_t)k * sz;
+    if (strided_lines(p->py, 0, plane, sy, M0, N1, N1, n[1], buf)) return 1;
+    for (int j = 0; j < n[1]; j++) {
+        const double *in = plane + 2 * (size_t)j * sy;
+        buf[0] = in[0];
+        for (int m = 1; m < N0 / 2; m++) { buf[2 * m - 1] = in[2 * m]; buf[2 * m] = in[2 * m + 1]; }
+        buf[N0 - 1] = in[2 * (N0 / 2)];
+        if (rfft_backward(p->px, buf, 1.0)) return 1;
+        double *row = dst + 3 * ((size_t)n[0] * ((size_t)j + (size_t)n[1] * (size_t)k)) + c;
+        for (int i = 0; i < n[0]; i++) row[3 * (size_t)i] = buf[i];
+    }
+    return 0;
+}
+
+/* Parallel loop over the 3 n2 (component, plane) pairs of stage A (fwd) or C (!fwd). */
+static int planes_pass(struct vp_poisson *p, double *field, const int n[3], int fwd, int threads)
+{
     int fail = 0;
+    const long tasks = 3L * n[2];
+    const size_t nb = line_buffer_doubles(p);
     (void)threads;
-    /* z: every (i, j) column; only k < n2 is kept */
-#pragma omp parallel num_threads(threads) reduction(| : fail)
+#pragma omp parallel num_threads(threads) reduction(| : fail) if (p->len > 20000)
     {
-        double *buf = malloc(LINE_BLOCK * 2 * (size_t)N2 * sizeof(double));
+        double *buf = malloc(nb * sizeof(double));
         if (!buf) fail = 1;
-        const long rows = 3L * N1;
 #pragma omp for schedule(static)
-        for (long R = 0; R < rows; R++) {
+        for (long t = 0; t < tasks; t++) {
             if (!buf) continue;
-            int c = (int)(R % 3), j = (int)(R / 3);
-            fail |= strided_lines(p->pz, 0, p->work[c] + 2 * (size_t)j * sy, sz, M0, N2, N2, n[2], buf);
-        }
-        free(buf);
-    }
-    if (fail) return VP_ERR_NOMEM;
-    /* y: the n2 kept planes; only j < n1 is kept */
-#pragma omp parallel num_threads(threads) reduction(| : fail)
-    {
-        double *buf = malloc(LINE_BLOCK * 2 * (size_t)N1 * sizeof(double));
-        if (!buf) fail = 1;
-        const long planes = 3L * n[2];
-#pragma omp for schedule(static)
-        for (long P = 0; P < planes; P++) {
-            if (!buf) continue;
-            int c = (int)(P % 3), k = (int)(P / 3);
-            fail |= strided_lines(p->py, 0, p->work[c] + 2 * (size_t)k * sz, sy, M0, N1, N1, n[1], buf);
-        }
-        free(buf);
-    }
-    if (fail) return VP_ERR_NOMEM;
-    /* x: real inverse transforms of the n1*n2 kept lines; only i < n0 is kept */
-#pragma omp parallel num_threads(threads) reduction(| : fail)
-    {
-        double *buf = malloc((size_t)N0 * sizeof(double));
-        if (!buf) fail = 1;
-        const long lines = 3L * n[1] * n[2];
-#pragma omp for schedule(static)
-        for (long L = 0; L < lines; L++) {
-            if (!buf) continue;
-            int c = (int)(L % 3), j = (int)((L / 3) % n[1]), k = (int)(L / 3 / n[1]);
-            const double *in = p->work[c] + 2 * ((size_t)j * sy + (size_t)k * sz);
-            buf[0] = in[0];
-            for (int m = 1; m < N0 / 2; m++) { buf[2 * m - 1] = in[2 * m]; buf[2 * m] = in[2 * m + 1]; }
-            buf[N0 - 1] = in[2 * (N0 / 2)];
-            if (rfft_backward(p->px, buf, 1.0)) { fail = 1; continue; }
-            double *row = dst + 3 * ((size_t)n[0] * ((size_t)j + (size_t)n[1] * (size_t)k)) + c;
-            for (int i = 0; i < n[0]; i++) row[3 * (size_t)i] = buf[i];
+            int c = (int)(t % 3), k = (int)(t / 3);
+            fail |= fwd ? plane_forward(p, field, n, c, k, buf) : plane_inverse(p, field, n, c, k, buf);
         }
         free(buf);
     }
@@ -264,17 +210,83 @@ static int inverse3(struct vp_poisson *p, double *dst, const int n[3], int threa
  * G is real and odd on the lattice, the Nyquist plane having been dropped). */
 static int build_kernel(struct vp_poisson *p, int threads)
 {
-    int st = forward3(p, NULL, p->N, threads);
+    int st = planes_pass(p, NULL, p->N, 1, threads);
     if (st) return st;
-    const long len = (long)p->len;
-    for (int c = 0; c < 3; c++) {
-        const double *w = p->work[c];
-        double *K = p->kernel[c];
-#pragma omp parallel for num_threads(threads) schedule(static) if (len > 32768)
-        for (long q = 0; q < len; q++) K[q] = w[2 * q + 1];
+    const int N1 = p->N[1], N2 = p->N[2], M0 = p->M0;
+    const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
+    const size_t nb = line_buffer_doubles(p);
+    int fail = 0;
+    (void)threads;
+#pragma omp parallel num_threads(threads) reduction(| : fail) if (p->len > 20000)
+    {
+        double *buf = malloc(nb * sizeof(double));
+        if (!buf) fail = 1;
+#pragma omp for schedule(static)
+        for (long j = 0; j < N1; j++) {
+            if (!buf) continue;
+            for (int c = 0; c < 3; c++) {
+                double *row = p->work[c] + 2 * (size_t)j * sy;
+                if (strided_lines(p->pz, 1, row, sz, M0, N2, N2, N2, buf)) { fail = 1; break; }
+                for (int k = 0; k < N2; k++)
+                    for (int i = 0; i < M0; i++) {
+                        size_t q = (size_t)i + (size_t)j * sy + (size_t)k * sz;
+                        p->kernel[c][q] = p->work[c][2 * q + 1];
+                    }
+            }
+        }
+        free(buf);
     }
+    if (fail) return VP_ERR_NOMEM;
     p->valid = 1;
     return VP_OK;
+}
+
+/* Stage B: for every y-row j of the lattice, transform the three components along z (k >= n2
+ * is zero), take u^ = Omega^ x i K f (K: imaginary part of the kernel transform), and
+ * transform back along z keeping k < n2.  Each row is independent, so the three steps need
+ * no barrier between them. */
+static int rows_convolve(struct vp_poisson *p, const int n[3], double f, int threads)
+{
+    const int N1 = p->N[1], N2 = p->N[2], M0 = p->M0;
+    const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
+    const size_t nb = line_buffer_doubles(p);
+    int fail = 0;
+    (void)threads;
+#pragma omp parallel num_threads(threads) reduction(| : fail) if (p->len > 20000)
+    {
+        double *buf = malloc(nb * sizeof(double));
+        if (!buf) fail = 1;
+#pragma omp for schedule(static)
+        for (long j = 0; j < N1; j++) {
+            if (!buf) continue;
+            int bad = 0;
+            for (int c = 0; c < 3 && !bad; c++)
+                bad = strided_lines(p->pz, 1, p->work[c] + 2 * (size_t)j * sy, sz, M0, N2, n[2], N2, buf);
+            if (bad) { fail = 1; continue; }
+            double *W0 = p->work[0], *W1 = p->work[1], *W2 = p->work[2];
+            const double *K0 = p->kernel[0], *K1 = p->kernel[1], *K2 = p->kernel[2];
+            for (int k = 0; k < N2; k++) {
+                const size_t q0 = (size_t)j * sy + (size_t)k * sz;
+                for (size_t q = q0; q < q0 + (size_t)M0; q++) {
+                    double gx = f * K0[q], gy = f * K1[q], gz = f * K2[q];
+                    double ar = W0[2 * q], ai = W0[2 * q + 1], br = W1[2 * q], bi = W1[2 * q + 1];
+                    double cr = W2[2 * q], ci = W2[2 * q + 1];
+                    /* (Omega x g) times i: (re, im) -> (-im, re) */
+                    double ur = br * gz - cr * gy, ui = bi * gz - ci * gy;
+                    double vr = cr * gx - ar * gz, vi = ci * gx - ai * gz;
+                    double zr = ar * gy - br * gx, zi = ai * gy - bi * gx;
+                    W0[2 * q] = -ui; W0[2 * q + 1] = ur;
+                    W1[2 * q] = -vi; W1[2 * q + 1] = vr;
+                    W2[2 * q] = -zi; W2[2 * q + 1] = zr;
+                }
+            }
+            for (int c = 0; c < 3 && !bad; c++)
+                bad = strided_lines(p->pz, 0, p->work[c] + 2 * (size_t)j * sy, sz, M0, N2, N2, n[2], buf);
+            if (bad) fail = 1;
+        }
+        free(buf);
+    }
+    return fail ? VP_ERR_NOMEM : VP_OK;
 }
 
 static int is_outside(const vp_grid *g, const double x[3])
@@ -354,27 +366,14 @@ int vp_poisson_velocity_grid(vp_sim *s)
             p->ratio = r;
             if ((st = build_kernel(p, threads))) { free(out_idx); return st; }
         }
-        if ((st = forward3(p, vel, g->n, threads))) { free(out_idx); return st; }
-        /* U = Omega x i Kim / (h^2 Ntot): the kernel transform for spacing h is h^-2 times
+        /* u^ = Omega^ x i K / (h^2 Ntot): the kernel transform for spacing h is h^-2 times
          * the h = 1 one; 1/Ntot normalises the inverse transform */
         const double f = 1.0 / (h * h * (double)N[0] * (double)N[1] * (double)N[2]);
-        const long len = (long)p->len;
-        double *W0 = p->work[0], *W1 = p->work[1], *W2 = p->work[2];
-        const double *K0 = p->kernel[0], *K1 = p->kernel[1], *K2 = p->kernel[2];
-#pragma omp parallel for num_threads(threads) schedule(static) if (len > 32768)
-        for (long q = 0; q < len; q++) {
-            double gx = f * K0[q], gy = f * K1[q], gz = f * K2[q];
-            double ar = W0[2 * q], ai = W0[2 * q + 1], br = W1[2 * q], bi = W1[2 * q + 1];
-            double cr = W2[2 * q], ci = W2[2 * q + 1];
-            /* (Omega x g) times i: (re, im) -> (-im, re) */
-            double ur = br * gz - cr * gy, ui = bi * gz - ci * gy;
-            double vr = cr * gx - ar * gz, vi = ci * gx - ai * gz;
-            double zr = ar * gy - br * gx, zi = ai * gy - bi * gx;
-            W0[2 * q] = -ui; W0[2 * q + 1] = ur;
-            W1[2 * q] = -vi; W1[2 * q + 1] = vr;
-            W2[2 * q] = -zi; W2[2 * q + 1] = zr;
+        if ((st = planes_pass(p, vel, g->n, 1, threads)) || (st = rows_convolve(p, g->n, f, threads)) ||
+            (st = planes_pass(p, vel, g->n, 0, threads))) {
+            free(out_idx);
+            return st;
         }
-        if ((st = inverse3(p, vel, g->n, threads))) { free(out_idx); return st; }
         s->interactions = (uint64_t)N[0] * (uint64_t)N[1] * (uint64_t)N[2];
     } else {
         memset(vel, 0, 3 * nn * sizeof(double));
