@@ -289,6 +289,18 @@ static int rows_convolve(struct vp_poisson *p, const int n[3], double f, int thr
     return fail ? VP_ERR_NOMEM : VP_OK;
 }
 
+/* Smallest 2^a 3^b 5^c >= n: pocketfft's fastest lengths (its radix-7 and -11 passes and
+ * Bluestein are slower per point than the few percent of padding they save). */
+static int smooth_size(int n)
+{
+    int best = 2 * n + 2;
+    for (long f2 = 1; f2 < best; f2 *= 2)
+        for (long f3 = f2; f3 < best; f3 *= 3)
+            for (long f5 = f3; f5 < best; f5 *= 5)
+                if (f5 >= n && f5 < best) best = (int)f5;
+    return best;
+}
+
 static int is_outside(const vp_grid *g, const double x[3])
 {
     for (int a = 0; a < 3; a++) {
@@ -346,7 +358,7 @@ int vp_poisson_velocity_grid(vp_sim *s)
         r = exp2(round(log2(r) * RATIO_STEPS_PER_OCTAVE) / RATIO_STEPS_PER_OCTAVE);
 
         int N[3];
-        for (int a = 0; a < 3; a++) N[a] = 2 * (int)good_size((size_t)g->n[a]);
+        for (int a = 0; a < 3; a++) N[a] = 2 * smooth_size(g->n[a]);
         struct vp_poisson *p = s->poisson;
         /* the cached lattice serves any grid it pads to at least 2n per axis (the sum stays
          * exact), unless it is much larger than needed: hysteresis against rebuilding the
