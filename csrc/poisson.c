@@ -46,9 +46,14 @@ struct vp_poisson {
     double ratio;        /* sigma / h of the cached kernel */
     rfft_plan px;        /* length N[0] real */
     cfft_plan py, pz;    /* lengths N[1], N[2] complex */
-    double *kernel[3];   /* Im FFT(G_c) for h = 1, M0*N1*N2 each (the transform is imaginary) */
-    double *work[3];     /* complex work arrays, 2*M0*N1*N2 doubles each */
-    size_t len;          /* M0*N1*N2 */
+    double *kernel[3];   /* Im FFT(G_c) for h = 1 (the transform is imaginary), the quarter
+                            ky <= N1/2, kz <= N2/2: M0*(N1/2+1)*(N2/2+1) each; the rest
+                            follows from the parity of G_c in y and z */
+    double *work[3];     /* complex work arrays, M0*N1 per plane for the N2/2 planes a grid
+                            can fill (z is transformed row by row in a line buffer) */
+    size_t len;          /* M0*N1*N2: the lattice's transform size */
+    size_t work_len;     /* M0*N1*(N2/2) complex values per work array */
+    size_t kernel_len;   /* M0*(N1/2+1)*(N2/2+1) */
     int valid;           /* 1 once the kernel transform is computed */
 };
 
@@ -69,13 +74,15 @@ static struct vp_poisson *poisson_create(const int N[3])
     for (int a = 0; a < 3; a++) p->N[a] = N[a];
     p->M0 = N[0] / 2 + 1;
     p->len = (size_t)p->M0 * (size_t)N[1] * (size_t)N[2];
+    p->work_len = (size_t)p->M0 * (size_t)N[1] * (size_t)(N[2] / 2);
+    p->kernel_len = (size_t)p->M0 * (size_t)(N[1] / 2 + 1) * (size_t)(N[2] / 2 + 1);
     p->px = make_rfft_plan((size_t)N[0]);
     p->py = make_cfft_plan((size_t)N[1]);
     p->pz = make_cfft_plan((size_t)N[2]);
     int ok = p->px && p->py && p->pz;
     for (int c = 0; c < 3 && ok; c++) {
-        p->kernel[c] = malloc(p->len * sizeof(double));
-        p->work[c] = malloc(2 * p->len * sizeof(double));
+        p->kernel[c] = malloc(p->kernel_len * sizeof(double));
+        p->work[c] = malloc(2 * p->work_len * sizeof(double));
         ok = p->kernel[c] && p->work[c];
     }
     if (!ok) { vp_poisson_free(p); return NULL; }
@@ -126,7 +133,7 @@ static int strided_lines(cfft_plan plan, int forward, double *base, size_t strid
 /* Per-thread line buffer for the stages below. */
 static size_t line_buffer_doubles(const struct vp_poisson *p)
 {
-    size_t a = (size_t)p->N[0], b = LINE_BLOCK * 2 * (size_t)(p->N[1] > p->N[2] ? p->N[1] : p->N[2]);
+    size_t a = (size_t)p->N[0], b = 3 * LINE_BLOCK * 2 * (size_t)(p->N[1] > p->N[2] ? p->N[1] : p->N[2]);
     return a > b ? a : b;
 }
 
@@ -134,12 +141,13 @@ static size_t line_buffer_doubles(const struct vp_poisson *p)
  * data, then complex transforms along y (rows j >= n1 are zero).  Source: `src` holds
  * n0*n1*n2 nodes with 3 interleaved components (field c at src[3 node + c]); or, when
  * src == NULL, the kernel G_c for h = 1 and core ratio p->ratio on the whole padded lattice. */
-static int plane_forward(struct vp_poisson *p, const double *src, const int n[3], int c, int k, double *buf)
+static int plane_forward(struct vp_poisson *p, const double *src, const int n[3], int c, int k,
+                         double *work, double *buf)
 {
     const int N0 = p->N[0], N1 = p->N[1], N2 = p->N[2], M0 = p->M0;
     const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
     const double s2 = p->ratio * p->ratio;
-    double *plane = p->work[c] + 2 * (size_t)k * sz;
+    double *plane = work + 2 * (size_t)k * sz;
     for (int j = 0; j < n[1]; j++) {
         if (src) {
             const double *row = src + 3 * ((size_t)n[0] * ((size_t)j + (size_t)n[1] * (size_t)k)) + c;
@@ -199,55 +207,60 @@ static int planes_pass(struct vp_poisson *p, double *field, const int n[3], int 
         for (long t = 0; t < tasks; t++) {
             if (!buf) continue;
             int c = (int)(t % 3), k = (int)(t / 3);
-            fail |= fwd ? plane_forward(p, field, n, c, k, buf) : plane_inverse(p, field, n, c, k, buf);
+            fail |= fwd ? plane_forward(p, field, n, c, k, p->work[c], buf) : plane_inverse(p, field, n, c, k, buf);
         }
         free(buf);
     }
     return fail ? VP_ERR_NOMEM : VP_OK;
 }
 
-/* The transform of the kernel G for h = 1 and the cached core ratio (imaginary part only:
- * G is real and odd on the lattice, the Nyquist plane having been dropped). */
+/* The transform of the kernel G for h = 1 and the cached core ratio: imaginary, since G is
+ * real and odd on the lattice (the Nyquist planes dropped).  One component at a time in a
+ * temporary full lattice; only the quarter ky <= N1/2, kz <= N2/2 is kept. */
 static int build_kernel(struct vp_poisson *p, int threads)
 {
-    int st = planes_pass(p, NULL, p->N, 1, threads);
-    if (st) return st;
-    const int N1 = p->N[1], N2 = p->N[2], M0 = p->M0;
+    const int N1 = p->N[1], N2 = p->N[2], M0 = p->M0, H1 = N1 / 2 + 1, H2 = N2 / 2 + 1;
     const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
     const size_t nb = line_buffer_doubles(p);
+    double *full = malloc(2 * p->len * sizeof(double));
+    if (!full) return VP_ERR_NOMEM;
     int fail = 0;
     (void)threads;
+    for (int c = 0; c < 3 && !fail; c++) {
 #pragma omp parallel num_threads(threads) reduction(| : fail) if (p->len > 20000)
-    {
-        double *buf = malloc(nb * sizeof(double));
-        if (!buf) fail = 1;
+        {
+            double *buf = malloc(nb * sizeof(double));
+            if (!buf) fail = 1;
 #pragma omp for schedule(static)
-        for (long j = 0; j < N1; j++) {
-            if (!buf) continue;
-            for (int c = 0; c < 3; c++) {
-                double *row = p->work[c] + 2 * (size_t)j * sy;
-                if (strided_lines(p->pz, 1, row, sz, M0, N2, N2, N2, buf)) { fail = 1; break; }
-                for (int k = 0; k < N2; k++)
-                    for (int i = 0; i < M0; i++) {
-                        size_t q = (size_t)i + (size_t)j * sy + (size_t)k * sz;
-                        p->kernel[c][q] = p->work[c][2 * q + 1];
-                    }
+            for (long k = 0; k < N2; k++) {
+                if (buf) fail |= plane_forward(p, NULL, p->N, c, (int)k, full, buf);
             }
+#pragma omp for schedule(static)
+            for (long j = 0; j < H1; j++) {
+                if (!buf) continue;
+                double *row = full + 2 * (size_t)j * sy;
+                if (strided_lines(p->pz, 1, row, sz, M0, N2, N2, H2, buf)) { fail = 1; continue; }
+                for (int k = 0; k < H2; k++)
+                    for (int i = 0; i < M0; i++)
+                        p->kernel[c][(size_t)i + (size_t)M0 * ((size_t)j + (size_t)H1 * (size_t)k)] =
+                            row[2 * ((size_t)i + (size_t)k * sz) + 1];
+            }
+            free(buf);
         }
-        free(buf);
     }
+    free(full);
     if (fail) return VP_ERR_NOMEM;
     p->valid = 1;
     return VP_OK;
 }
 
-/* Stage B: for every y-row j of the lattice, transform the three components along z (k >= n2
- * is zero), take u^ = Omega^ x i K f (K: imaginary part of the kernel transform), and
- * transform back along z keeping k < n2.  Each row is independent, so the three steps need
- * no barrier between them. */
+/* Stage B: for every y-row j of the lattice and block of x-frequencies, transform the three
+ * components along z in a line buffer (planes k >= n2 are zero), take
+ * u^ = Omega^ x i K f (K: imaginary part of the kernel transform; K_x is even in ky and kz,
+ * K_y odd in ky, K_z odd in kz), and transform back keeping k < n2.  Rows are independent. */
 static int rows_convolve(struct vp_poisson *p, const int n[3], double f, int threads)
 {
-    const int N1 = p->N[1], N2 = p->N[2], M0 = p->M0;
+    const int N1 = p->N[1], N2 = p->N[2], M0 = p->M0, H1 = N1 / 2 + 1;
     const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
     const size_t nb = line_buffer_doubles(p);
     int fail = 0;
@@ -259,30 +272,57 @@ static int rows_convolve(struct vp_poisson *p, const int n[3], double f, int thr
 #pragma omp for schedule(static)
         for (long j = 0; j < N1; j++) {
             if (!buf) continue;
-            int bad = 0;
-            for (int c = 0; c < 3 && !bad; c++)
-                bad = strided_lines(p->pz, 1, p->work[c] + 2 * (size_t)j * sy, sz, M0, N2, n[2], N2, buf);
-            if (bad) { fail = 1; continue; }
-            double *W0 = p->work[0], *W1 = p->work[1], *W2 = p->work[2];
-            const double *K0 = p->kernel[0], *K1 = p->kernel[1], *K2 = p->kernel[2];
-            for (int k = 0; k < N2; k++) {
-                const size_t q0 = (size_t)j * sy + (size_t)k * sz;
-                for (size_t q = q0; q < q0 + (size_t)M0; q++) {
-                    double gx = f * K0[q], gy = f * K1[q], gz = f * K2[q];
-                    double ar = W0[2 * q], ai = W0[2 * q + 1], br = W1[2 * q], bi = W1[2 * q + 1];
-                    double cr = W2[2 * q], ci = W2[2 * q + 1];
-                    /* (Omega x g) times i: (re, im) -> (-im, re) */
-                    double ur = br * gz - cr * gy, ui = bi * gz - ci * gy;
-                    double vr = cr * gx - ar * gz, vi = ci * gx - ai * gz;
-                    double zr = ar * gy - br * gx, zi = ai * gy - bi * gx;
-                    W0[2 * q] = -ui; W0[2 * q + 1] = ur;
-                    W1[2 * q] = -vi; W1[2 * q + 1] = vr;
-                    W2[2 * q] = -zi; W2[2 * q + 1] = zr;
+            const int jq = j <= N1 / 2 ? (int)j : N1 - (int)j;
+            const double ysign = j <= N1 / 2 ? 1.0 : -1.0;
+            for (int i0 = 0; i0 < M0 && !fail; i0 += LINE_BLOCK) {
+                const int B = M0 - i0 < LINE_BLOCK ? M0 - i0 : LINE_BLOCK;
+                double *L[3] = {buf, buf + 2 * (size_t)LINE_BLOCK * N2, buf + 4 * (size_t)LINE_BLOCK * N2};
+                for (int c = 0; c < 3; c++) {
+                    const double *base = p->work[c] + 2 * ((size_t)i0 + (size_t)j * sy);
+                    for (int k = 0; k < n[2]; k++) {
+                        const double *src = base + 2 * (size_t)k * sz;
+                        for (int b = 0; b < B; b++) {
+                            L[c][2 * ((size_t)b * N2 + k)] = src[2 * b];
+                            L[c][2 * ((size_t)b * N2 + k) + 1] = src[2 * b + 1];
+                        }
+                    }
+                    for (int b = 0; b < B; b++) {
+                        double *line = L[c] + 2 * (size_t)b * N2;
+                        for (int k = n[2]; k < N2; k++) line[2 * k] = line[2 * k + 1] = 0.0;
+                        if (cfft_forward(p->pz, line, 1.0)) fail = 1;
+                    }
+                }
+                if (fail) break;
+                for (int k = 0; k < N2; k++) {
+                    const int kq = k <= N2 / 2 ? k : N2 - k;
+                    const double zsign = k <= N2 / 2 ? 1.0 : -1.0;
+                    const size_t q0 = (size_t)i0 + (size_t)M0 * ((size_t)jq + (size_t)H1 * (size_t)kq);
+                    for (int b = 0; b < B; b++) {
+                        double gx = f * p->kernel[0][q0 + b], gy = ysign * f * p->kernel[1][q0 + b];
+                        double gz = zsign * f * p->kernel[2][q0 + b];
+                        double *A = L[0] + 2 * ((size_t)b * N2 + k), *Bv = L[1] + 2 * ((size_t)b * N2 + k);
+                        double *C = L[2] + 2 * ((size_t)b * N2 + k);
+                        double ar = A[0], ai = A[1], br = Bv[0], bi = Bv[1], cr = C[0], ci = C[1];
+                        /* (Omega x g) times i: (re, im) -> (-im, re) */
+                        double ur = br * gz - cr * gy, ui = bi * gz - ci * gy;
+                        double vr = cr * gx - ar * gz, vi = ci * gx - ai * gz;
+                        double zr = ar * gy - br * gx, zi = ai * gy - bi * gx;
+                        A[0] = -ui; A[1] = ur; Bv[0] = -vi; Bv[1] = vr; C[0] = -zi; C[1] = zr;
+                    }
+                }
+                for (int c = 0; c < 3; c++) {
+                    for (int b = 0; b < B; b++)
+                        if (cfft_backward(p->pz, L[c] + 2 * (size_t)b * N2, 1.0)) fail = 1;
+                    double *base = p->work[c] + 2 * ((size_t)i0 + (size_t)j * sy);
+                    for (int k = 0; k < n[2]; k++) {
+                        double *dst = base + 2 * (size_t)k * sz;
+                        for (int b = 0; b < B; b++) {
+                            dst[2 * b] = L[c][2 * ((size_t)b * N2 + k)];
+                            dst[2 * b + 1] = L[c][2 * ((size_t)b * N2 + k) + 1];
+                        }
+                    }
                 }
             }
-            for (int c = 0; c < 3 && !bad; c++)
-                bad = strided_lines(p->pz, 0, p->work[c] + 2 * (size_t)j * sy, sz, M0, N2, N2, n[2], buf);
-            if (bad) fail = 1;
         }
         free(buf);
     }
