@@ -25,6 +25,10 @@
  * 1/16 octave so that the kernel transform, which for fixed sigma/h depends on h only as a
  * factor h^-2, is cached between steps keyed by the padded shape and that ratio.
  *
+ * Memory (kept between steps): three complex work arrays holding the grid's n2 planes of the
+ * x-y transform (M0 N1 N2/2 values each, M0 = N0/2 + 1) and a quarter of each kernel transform;
+ * about 63 MB for a 76^3 grid (N = 160), plus a temporary full lattice while a kernel is built.
+ *
  * Vortons outside the grid (beyond the robust limits of physics.md 2.1) cannot be splatted;
  * their velocity at every node is added by the direct sum with their own radii. */
 #include <math.h>
@@ -352,7 +356,8 @@ static int is_outside(const vp_grid *g, const double x[3])
 
 /* Physics.md 2.2, `poisson`: grid velocity u = curl A, lap A = -w with free-space boundary
  * values, as the zero-padded FFT convolution of the CIC-splatted strengths with the
- * regularised Biot-Savart kernel (see the top of this file). */
+ * regularised Biot-Savart kernel (see the top of this file).  s->interactions: the size of
+ * the padded FFT lattice, plus (off-grid vortons) x (nodes) direct pairs. */
 int vp_poisson_velocity_grid(vp_sim *s)
 {
     const vp_grid *g = &s->grid;
