@@ -207,7 +207,7 @@ static int planes_pass(struct vp_poisson *p, double *field, const int n[3], int 
     {
         double *buf = malloc(nb * sizeof(double));
         if (!buf) fail = 1;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
         for (long t = 0; t < tasks; t++) {
             if (!buf) continue;
             int c = (int)(t % 3), k = (int)(t / 3);
@@ -235,11 +235,11 @@ static int build_kernel(struct vp_poisson *p, int threads)
         {
             double *buf = malloc(nb * sizeof(double));
             if (!buf) fail = 1;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
             for (long k = 0; k < N2; k++) {
                 if (buf) fail |= plane_forward(p, NULL, p->N, c, (int)k, full, buf);
             }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
             for (long j = 0; j < H1; j++) {
                 if (!buf) continue;
                 double *row = full + 2 * (size_t)j * sy;
@@ -273,7 +273,7 @@ static int rows_convolve(struct vp_poisson *p, const int n[3], double f, int thr
     {
         double *buf = malloc(nb * sizeof(double));
         if (!buf) fail = 1;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
         for (long j = 0; j < N1; j++) {
             if (!buf) continue;
             const int jq = j <= N1 / 2 ? (int)j : N1 - (int)j;
