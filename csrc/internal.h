@@ -8,6 +8,7 @@
 int vp_domain_update(vp_sim *s);                 /* physics.md 2.1 */
 int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int solver); /* 2.2 */
 int vp_poisson_velocity_grid(vp_sim *s);         /* 2.2 poisson (vortex-in-cell) */
+void vp_poisson_free(struct vp_poisson *p);      /* the solver's cache (NULL: no-op) */
 void vp_stretch(vp_sim *s);                      /* 2.3 */
 void vp_baroclinic(vp_sim *s);                   /* 2.4 */
 void vp_splat_density(vp_sim *s);                /* 2.4 density grid */

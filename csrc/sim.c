@@ -64,6 +64,7 @@ void vp_sim_free(vp_sim *s)
     free(s->scratch);
     free(s->backup); free(s->backup_bodies); free(s->backup_emitters);
     vp_tree_free(s->tree);
+    vp_poisson_free(s->poisson);
     free(s);
 }
 

@@ -201,6 +201,8 @@ typedef struct {
     double *scratch;           /* per-vorton scratch (n_allocated * 16) */
     size_t scratch_allocated;
     vp_tree *tree;
+    struct vp_poisson *poisson; /* poisson solver cache (poisson.c): FFT plans, work arrays and the
+                                   kernel transform, kept while the padded grid shape and core ratio hold */
     double timings[VP_PHASE_COUNT]; /* ms per phase of the last step */
     uint64_t interactions;     /* velocity-solver interactions of the last step */
     int failed_phase;          /* phase where the last non-finite value appeared, or -1 */

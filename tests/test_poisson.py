@@ -1,0 +1,142 @@
+"""The `poisson` velocity solver (vortex-in-cell with free-space boundaries, physics.md 2.2).
+
+Each tolerance is stated with the numerics that set it: the solver splats strengths onto the
+grid by cloud-in-cell (CIC, which keeps each vorton's total strength and centroid, so the error
+of its far field is the quadrupole term, relative size O((h/d)^2) at distance d), then convolves
+exactly (zero-padded FFTs, no aliasing) with the regularised Biot-Savart kernel of core
+sigma = h max(0.8, sqrt(s^2/h^2 - 1/3)) (poisson.c)."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vortonpy as vp
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_fluid_physics import ring_centre, saffman  # noqa: E402
+
+
+def grid_velocity(sim, solver):
+    sim.solver = solver
+    sim.update_velocity_grid()
+    g = sim.grid()
+    return g["velocity"], g
+
+
+def node_positions(g):
+    nz, ny, nx = g["shape"]
+    k, j, i = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+    return np.stack([i, j, k], -1) * g["spacing"] + np.asarray(g["origin"])
+
+
+def rel_rms(u, ref):
+    return np.sqrt(np.mean(np.sum((u - ref) ** 2, -1)) / np.mean(np.sum(ref ** 2, -1)))
+
+
+def vic_core(g, s):
+    """The Gaussian-equivalent smoothing of the poisson solver: CIC adds per-axis variance
+    h^2/6, the kernel core sigma^2/2; returned as the equivalent vorton radius."""
+    h = g["spacing"]
+    sigma = h * max(0.8, np.sqrt(max(0.0, s ** 2 / h ** 2 - 1 / 3)))
+    return np.sqrt(h ** 2 / 3 + sigma ** 2)
+
+
+def ring_errors(cells_per_vorton):
+    sim = vp.scenes.vortex_ring(tracers=0, threads=2, grid_cells_per_vorton=cells_per_vorton)
+    ud, g = grid_velocity(sim, "direct")
+    up, g2 = grid_velocity(sim, "poisson")
+    assert g2["shape"] == g["shape"] and g2["spacing"] == g["spacing"]
+    x = node_positions(g)
+    d = np.hypot(np.hypot(x[..., 0], x[..., 1]) - 1.0, x[..., 2])  # distance from the core circle
+    far = d > 0.4  # two core radii
+    return rel_rms(up, ud), rel_rms(up[far], ud[far]), g["spacing"], sim
+
+
+def test_poisson_grid_matches_direct_on_ring():
+    """Ring R = 1, Gaussian core 0.2, vortons of radius s = 0.062 on a 0.1 lattice.
+    Away from the core (d > 2 core radii) the CIC quadrupole error is second order in h:
+    measured 0.9% at h = 0.11 and 0.2% at h = 0.07 (the ratio 4.4 for an h^2 ratio of 2.5),
+    so allow 1.5% and demand at least the h^2 ratio's 2x improvement (second order, with margin).
+    Over the whole grid the error is dominated by the cores, where the solver smooths more
+    than the vortons do (CIC h^2/6 plus sigma = 0.8 h, against s^2/2): about 5%; allow 8%."""
+    err_all, err_far, h, sim = ring_errors(2)
+    err_all2, err_far2, h2, _ = ring_errors(8)
+    assert h2 < 0.7 * h
+    assert err_far < 0.015, err_far
+    assert err_far2 < err_far * 0.5 * (h / h2) ** 2 / 1.25, (err_far, err_far2)
+    assert err_all < 0.08 and err_all2 < 0.08, (err_all, err_all2)
+    assert sim.interactions > 0  # the FFT size of the last solve
+
+
+def test_poisson_independent_of_threads():
+    """Every 1D transform is computed by one thread and the cross product is pointwise, so the
+    result does not depend on the thread count (bit for bit)."""
+    sim = vp.scenes.vortex_ring(tracers=0, threads=1, core=0.3, spacing=0.15)
+    u1, _ = grid_velocity(sim, "poisson")
+    sim.threads = 2
+    u2, _ = grid_velocity(sim, "poisson")
+    assert np.array_equal(u1, u2)
+
+
+def test_ring_moves_at_saffman_speed_with_poisson():
+    """As test_vortex_ring_converges_to_saffman_speed (R = 2, eps = 0.1, 5%), with the effective
+    core including the solver's own smoothing (vic_core, about 0.22 against 0.21 for the
+    direct sum): Saffman's thin-core formula plus particle distortion over the run."""
+    sim = vp.scenes.vortex_ring(ring_radius=2.0, core=0.2, spacing=0.1, tracers=0, threads=2, solver="poisson")
+    z0 = ring_centre(sim)
+    sim.step(16)
+    U = (ring_centre(sim) - z0) / sim.time
+    core = np.hypot(0.2, vic_core(sim.grid(), sim.vortons.radius[0]))
+    err = U / saffman(1.0, 2.0, core) - 1
+    assert abs(err) < 0.05, err
+
+
+def test_poisson_empty_and_single_vorton():
+    sim = vp.Sim(solver="poisson", viscosity=0.0, gravity=(0, 0, 0), threads=2)
+    sim.update_velocity_grid()
+    assert np.all(sim.grid()["velocity"] == 0)
+    sim.step(2)
+    assert sim.interactions == 0
+    # one vorton: finite, its own velocity nearly zero, its far field that of the direct sum
+    sim.add_vortons([[0.1, -0.2, 0.3]], [[0.0, 0.0, 5.0]], [0.1])
+    sim.step(3)
+    assert np.all(np.isfinite(sim.vortons.position))
+    ud, g = grid_velocity(sim, "direct")
+    up, _ = grid_velocity(sim, "poisson")
+    assert np.all(np.isfinite(up))
+    d = np.linalg.norm(node_positions(g) - sim.vortons.position[0], axis=-1)
+    far = d > 3 * g["spacing"]
+    assert far.sum() > 10
+    assert rel_rms(up[far], ud[far]) < 0.05
+    # CIC splat and trilinear gather are adjoint, so a vorton's self-induced velocity is a
+    # small, O(1)-in-h, lattice effect (zero for the direct sum); measured 0.5% of the peak
+    assert np.abs(sim.vortons.velocity).max() < 0.05 * np.abs(up).max()
+
+
+def test_poisson_off_grid_vortons_are_summed_directly():
+    """A vorton beyond the robust domain limits (physics.md 2.1) is not on the grid; its
+    velocity at the nodes is added by the direct sum with its own radius, so the grid velocity
+    less that direct term is the ring's own, as accurate as without the outlier."""
+    sim = vp.scenes.vortex_ring(tracers=0, threads=2, core=0.3, spacing=0.15)
+    s = sim.vortons.radius[0]
+
+    def far_error(u, ref, g):
+        x = node_positions(g)
+        far = np.hypot(np.hypot(x[..., 0], x[..., 1]) - 1.0, x[..., 2]) > 0.6
+        return rel_rms(u[far], ref[far])
+
+    ud_a, ga = grid_velocity(sim, "direct")
+    ua, _ = grid_velocity(sim, "poisson")
+    x0, w0 = np.array([[0.0, 0.0, 20.0]]), np.array([[0.0, 3000.0, 0.0]])
+    a0 = w0 * (4 / 3 * np.pi * s ** 3)
+    sim.add_vortons(x0, w0, [s])
+    ub, gb = grid_velocity(sim, "poisson")
+    x = node_positions(gb)
+    assert x[..., 2].max() < 20.0  # really off the grid
+    extra = vp.direct_velocity(x0, a0, np.array([s]), x.reshape(-1, 3)).reshape(x.shape)
+    ring_b = vp.direct_velocity(sim.vortons.position[:-1], sim.vortons.vorticity[:-1] * (4 / 3 * np.pi * s ** 3),
+                                sim.vortons.radius[:-1], x.reshape(-1, 3)).reshape(x.shape)
+    assert rel_rms(extra, ring_b) > 0.05  # an outlier left out would show
+    err_a, err_b = far_error(ua, ud_a, ga), far_error(ub - extra, ring_b, gb)
+    assert err_b < 1.2 * err_a + 1e-3, (err_a, err_b)
