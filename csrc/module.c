@@ -213,7 +213,7 @@ static int check_ready(SimObject *self)
 static int parse_solver(PyObject *obj, int *out)
 {
     if (!PyUnicode_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "solver must be a str ('direct', 'tree' or 'poisson'), got %R", obj);
+        PyErr_Format(PyExc_TypeError, "solver must be a str ('direct', 'tree', 'poisson' or 'auto'), got %R", obj);
         return -1;
     }
     const char *n = PyUnicode_AsUTF8(obj);
@@ -221,14 +221,18 @@ static int parse_solver(PyObject *obj, int *out)
     if (!strcmp(n, "direct")) *out = VP_SOLVER_DIRECT;
     else if (!strcmp(n, "tree")) *out = VP_SOLVER_TREE;
     else if (!strcmp(n, "poisson")) *out = VP_SOLVER_POISSON;
+    else if (!strcmp(n, "auto")) *out = VP_SOLVER_AUTO;
     else {
-        PyErr_Format(PyExc_ValueError, "solver must be 'direct', 'tree' or 'poisson', got %R", obj);
+        PyErr_Format(PyExc_ValueError, "solver must be 'direct', 'tree', 'poisson' or 'auto', got %R", obj);
         return -1;
     }
     return 0;
 }
 
-static const char *solver_name(int s) { return s == VP_SOLVER_DIRECT ? "direct" : s == VP_SOLVER_TREE ? "tree" : "poisson"; }
+static const char *solver_name(int s)
+{
+    return s == VP_SOLVER_DIRECT ? "direct" : s == VP_SOLVER_TREE ? "tree" : s == VP_SOLVER_POISSON ? "poisson" : "auto";
+}
 
 static int parse_threads(PyObject *obj, int *out)
 {
@@ -1198,7 +1202,7 @@ PyMODINIT_FUNC PyInit__core(void)
     Sim_getset[k++] = (PyGetSetDef){"time", (getter)Sim_get_time, (setter)Sim_set_time, "simulated time", NULL};
     Sim_getset[k++] = (PyGetSetDef){"frame", (getter)Sim_get_frame, (setter)Sim_set_frame, "steps taken", NULL};
     Sim_getset[k++] = (PyGetSetDef){"gravity", (getter)Sim_get_gravity, (setter)Sim_set_gravity, "gravity g (3,)", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"solver", (getter)Sim_get_solver, (setter)Sim_set_solver, "'direct', 'tree' or 'poisson'", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"solver", (getter)Sim_get_solver, (setter)Sim_set_solver, "'direct', 'tree', 'poisson' or 'auto' (poisson from 1000 vortons up, the tree below)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"threads", (getter)Sim_get_threads, (setter)Sim_set_threads, "OpenMP threads", NULL};
     Sim_getset[k++] = (PyGetSetDef){"grid_max_points", (getter)Sim_get_grid_max_points, (setter)Sim_set_grid_max_points,
                                     "upper bound on grid nodes", NULL};

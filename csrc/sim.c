@@ -19,7 +19,7 @@ void vp_params_init(vp_params *p)
     p->ambient_density = 1.0;
     p->gravity[2] = -10.0;
     p->fluid_heat_capacity = 1.0;
-    p->solver = VP_SOLVER_TREE;
+    p->solver = VP_SOLVER_AUTO;
     p->threads = 1;
     p->tree_theta = 0.4;
     p->tree_leaf_size = 16;
@@ -261,9 +261,11 @@ int vp_sim_update_velocity_grid(vp_sim *s)
     double t1 = vp_now_ms();
     s->timings[VP_PHASE_DOMAIN] = t1 - t0;
     size_t nn = vp_grid_count(&s->grid);
-    if (s->params.solver == VP_SOLVER_POISSON) {
+    int solver = s->params.solver;
+    if (solver == VP_SOLVER_AUTO) solver = s->vortons.n >= VP_AUTO_POISSON_MIN ? VP_SOLVER_POISSON : VP_SOLVER_TREE;
+    if (solver == VP_SOLVER_POISSON) {
         st = vp_poisson_velocity_grid(s);
-    } else if (s->params.solver == VP_SOLVER_TREE && s->vortons.n) {
+    } else if (solver == VP_SOLVER_TREE && s->vortons.n) {
         double *a = malloc(3 * s->vortons.n * sizeof(double));
         if (!a) return VP_ERR_NOMEM;
         strengths(s, a);

@@ -140,3 +140,18 @@ def test_poisson_off_grid_vortons_are_summed_directly():
     assert rel_rms(extra, ring_b) > 0.05  # an outlier left out would show
     err_a, err_b = far_error(ua, ud_a, ga), far_error(ub - extra, ring_b, gb)
     assert err_b < 1.2 * err_a + 1e-3, (err_a, err_b)
+
+
+def test_auto_picks_poisson_for_many_vortons_and_the_tree_for_few():
+    """solver='auto' gives exactly the poisson field from 1000 vortons up and the tree's below."""
+    rng = np.random.default_rng(1)
+    for n, twin in ((300, "tree"), (1500, "poisson")):
+        p, w = rng.uniform(-1, 1, (n, 3)), rng.normal(size=(n, 3))
+        grids = {}
+        for solver in ("auto", twin):
+            sim = vp.Sim(solver=solver, gravity=(0, 0, 0), threads=1)
+            sim.add_vortons(p, w, 0.1)
+            sim.update_velocity_grid()
+            grids[solver] = sim.grid()["velocity"]
+        assert sim.solver == twin
+        assert np.array_equal(grids["auto"], grids[twin]), n

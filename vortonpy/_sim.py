@@ -157,13 +157,17 @@ class Sim(_core.Sim):
     """A vorton fluid simulation.
 
     ``Sim(dt=1/30, viscosity=0.01, thermal_diffusivity=1e-4, ambient_density=1.0,
-    gravity=(0, 0, -10), solver="tree", threads=None, **advanced)``
+    gravity=(0, 0, -10), solver="auto", threads=None, **advanced)``
 
     ``solver`` is ``"direct"`` (O(N^2) reference), ``"tree"`` (supervorton hierarchy, accuracy
-    set by ``tree_theta``) or ``"poisson"`` (vortex-in-cell with free-space boundaries).
+    set by ``tree_theta``), ``"poisson"`` (vortex-in-cell with free-space boundaries: FFT
+    convolution on the grid; faster than the tree from about 1e3 vortons, smoother near vortex
+    cores) or ``"auto"`` (poisson from 1000 vortons up, the tree below).
     ``threads=None`` uses every core.  Advanced keywords (also attributes): ``tree_theta``,
     ``tree_leaf_size``, ``grid_cells_per_vorton``, ``grid_max_points``, ``pse_width``,
-    ``pse_cutoff``, ``smagorinsky`` (subgrid eddy viscosity, see below), ``contact_blend``, ``vorton_lifetime``, ``tracer_lifetime``,
+    ``pse_cutoff``, ``smagorinsky`` (Smagorinsky subgrid eddy viscosity coefficient, 0: off),
+    ``remesh_interval`` and ``remesh_threshold`` (remeshing onto a lattice, see :meth:`remesh`),
+    ``contact_blend``, ``vorton_lifetime``, ``tracer_lifetime``,
     ``advect_order``, ``stretch``, ``baroclinic``, ``rollback``, ``fluid_heat_capacity``,
     ``seed``.  With ``rollback=1`` every step first copies the state, and a step that raises
     ``FloatingPointError`` leaves the simulation exactly as it was before that step.

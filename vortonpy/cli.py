@@ -95,7 +95,7 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--frames", type=int, default=None, help="simulation steps (default: per scene, mostly 300)")
     r.add_argument("--out", default=None, help="output directory (default out/SCENE)")
     r.add_argument("--threads", type=int, default=None, help="OpenMP threads (default: all cores)")
-    r.add_argument("--solver", choices=("direct", "tree", "poisson"), default=None, help="velocity solver")
+    r.add_argument("--solver", choices=("direct", "tree", "poisson", "auto"), default=None, help="velocity solver")
     r.add_argument("--format", choices=("mp4", "gif"), default="mp4",
                    help="animation format (default mp4; falls back to gif when ffmpeg does not work)")
     r.add_argument("--no-animation", action="store_true", help="only simulate, plot and summarise")

@@ -15,7 +15,7 @@ The format (version 1; full reference with examples in ``docs/scenes.md``)::
     dt = 0.0333
     viscosity = 0.01
     gravity = [0, 0, -10]
-    solver = "tree"              # "direct" | "tree" | "poisson"
+    solver = "tree"              # "direct" | "tree" | "poisson" | "auto"
 
     [run]                        # defaults for `vortonpy run FILE` (the command line wins)
     frames = 300
@@ -320,8 +320,8 @@ def _check_sim_table(where: str, t) -> Dict[str, Any]:
         if k == "gravity":
             out[k] = _check(f"{where}.{k}", "vec3", v)
         elif k == "solver":
-            if v not in ("direct", "tree", "poisson"):
-                raise _bad(f"{where}.{k}", f'must be "direct", "tree" or "poisson", got {v!r}')
+            if v not in ("direct", "tree", "poisson", "auto"):
+                raise _bad(f"{where}.{k}", f'must be "direct", "tree", "poisson" or "auto", got {v!r}')
             out[k] = v
         elif k == "threads":
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
