@@ -120,8 +120,9 @@ int vp_diffuse(vp_sim *s)
         double cap = 0.1 * e[i] * e[i] / dt;
         nui[i] = nv < cap ? nv : (nu > cap ? nu : cap); /* never below the molecular value */
     }
-    /* cell list with cells of the cutoff distance; bounded cell count */
-    double cell = cut * emax;
+    /* cell list with cells of half the cutoff distance, scanned +-2 cells: 5^3 half-size cells
+     * hold 42% fewer candidate pairs than 3^3 full-size ones; bounded cell count */
+    double cell = 0.5 * cut * emax;
     int nc[3];
     for (;;) {
         double tot = 1;
@@ -168,11 +169,11 @@ int vp_diffuse(vp_sim *s)
     for (long qq = 0; qq < (long)n; qq++) {
         size_t q = (size_t)qq, c = cid[order[q]];
         int cx = (int)(c % nc[0]), cy = (int)((c / nc[0]) % nc[1]), cz = (int)(c / ((size_t)nc[0] * nc[1]));
-        int x0 = cx > 0 ? cx - 1 : 0, x1 = cx + 1 < nc[0] ? cx + 1 : nc[0] - 1;
+        int x0 = cx > 1 ? cx - 2 : 0, x1 = cx + 2 < nc[0] ? cx + 2 : nc[0] - 1;
         double acc[4] = {0, 0, 0, 0};
-        for (int kz = cz - 1; kz <= cz + 1; kz++) {
+        for (int kz = cz - 2; kz <= cz + 2; kz++) {
             if (kz < 0 || kz >= nc[2]) continue;
-            for (int ky = cy - 1; ky <= cy + 1; ky++) {
+            for (int ky = cy - 2; ky <= cy + 2; ky++) {
                 if (ky < 0 || ky >= nc[1]) continue;
                 size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
                 /* cells x0..x1 of this row are contiguous in the sorted order */
