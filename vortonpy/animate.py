@@ -111,7 +111,12 @@ class Renderer:
         span = np.maximum(hi - lo, 1e-6)
         pad = 0.1 * span.max()
         lo, hi = lo - pad, hi + pad
-        # widen the narrower direction to the image's aspect ratio (equal scales)
+        return self._fit_aspect(lo, hi)
+
+    def _fit_aspect(self, lo, hi):
+        """(h0, h1, v0, v1) covering [lo, hi], the narrower direction widened to the image's
+        aspect ratio (equal scales on both axes)."""
+        lo, hi = np.array(lo, float), np.array(hi, float)
         w, h = self.size
         width, height = hi - lo
         if width / height < w / h:
@@ -130,19 +135,7 @@ class Renderer:
         n0, n1, m0, m1 = self._auto_bounds(sim, robust=True)
         if not (n0 < h0 or n1 > h1 or m0 < v0 or m1 > v1):
             return
-        lo = np.array([min(h0, n0), min(v0, m0)])
-        hi = np.array([max(h1, n1), max(v1, m1)])
-        w, h = self.size
-        width, height = hi - lo
-        if width / height < w / h:
-            extra = (height * w / h - width) / 2
-            lo[0] -= extra
-            hi[0] += extra
-        else:
-            extra = (width * h / w - height) / 2
-            lo[1] -= extra
-            hi[1] += extra
-        self.bounds = (float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1]))
+        self.bounds = self._fit_aspect([min(h0, n0), min(v0, m0)], [max(h1, n1), max(v1, m1)])
 
     def _values(self, sim):
         tr = sim.tracers
