@@ -303,6 +303,8 @@ static const param_spec PARAMS[] = {
     {"baroclinic", PO(baroclinic), 1, 0, 0, 1, "1: baroclinic vorticity generation on (0: density is passive dye)"},
     {"remesh_interval", PO(remesh_interval), 1, 0, 0, 1e9, "frames between remeshings of the vortons onto a lattice (0: never)"},
     {"remesh_threshold", PO(remesh_threshold), 0, 0, 0, 1.0, "remeshing drops lattice nodes weaker than this fraction of the strongest"},
+    {"max_rate_dt", PO(max_rate_dt), 0, 0, 0, INFINITY, "a step whose max |grad u| dt exceeds this runs as substeps (0: never)"},
+    {"max_substeps", PO(max_substeps), 1, 1, 0, 1024, "most substeps per step"},
     {"rollback", PO(rollback), 1, 0, 0, 1, "1: a step that fails (FloatingPointError) leaves the state as before it"},
 };
 #define N_PARAMS (sizeof PARAMS / sizeof PARAMS[0])
@@ -764,6 +766,15 @@ static int Sim_set_time(SimObject *self, PyObject *v, void *c)
     self->s->time = t;
     return 0;
 }
+static PyObject *Sim_get_max_rate(SimObject *self, void *c) { return self->s ? PyFloat_FromDouble(self->s->max_rate) : raise_status(VP_ERR_STATE, "Sim"); }
+static int Sim_set_max_rate(SimObject *self, PyObject *v, void *c)
+{
+    double t;
+    if (!v || check_ready(self) || get_double(v, "max_rate", &t) || check_param("max_rate", t, 0, 0, INFINITY)) return -1;
+    self->s->max_rate = t;
+    return 0;
+}
+static PyObject *Sim_get_substeps(SimObject *self, void *c) { return self->s ? PyLong_FromLong(self->s->substeps) : raise_status(VP_ERR_STATE, "Sim"); }
 static PyObject *Sim_get_frame(SimObject *self, void *c) { return self->s ? PyLong_FromLongLong(self->s->frame) : raise_status(VP_ERR_STATE, "Sim"); }
 static int Sim_set_frame(SimObject *self, PyObject *v, void *c)
 {
@@ -1201,6 +1212,10 @@ PyMODINIT_FUNC PyInit__core(void)
                                       (char *)PARAMS[i].doc, (void *)i};
     Sim_getset[k++] = (PyGetSetDef){"time", (getter)Sim_get_time, (setter)Sim_set_time, "simulated time", NULL};
     Sim_getset[k++] = (PyGetSetDef){"frame", (getter)Sim_get_frame, (setter)Sim_set_frame, "steps taken", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"max_rate", (getter)Sim_get_max_rate, (setter)Sim_set_max_rate,
+                                    "largest |grad u| on the grid at the last velocity solve (1/time); decides the next step's substeps", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"substeps", (getter)Sim_get_substeps, NULL,
+                                    "substeps the last step took (more than 1 when max_rate * dt exceeded max_rate_dt)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"gravity", (getter)Sim_get_gravity, (setter)Sim_set_gravity, "gravity g (3,)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"solver", (getter)Sim_get_solver, (setter)Sim_set_solver, "'direct', 'tree', 'poisson' or 'auto' (poisson from 1000 vortons up, the tree below)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"threads", (getter)Sim_get_threads, (setter)Sim_set_threads, "OpenMP threads", NULL};

@@ -30,6 +30,8 @@ void vp_params_init(vp_params *p)
     p->smagorinsky = 0.0;
     p->remesh_interval = 0;
     p->remesh_threshold = 0.05;
+    p->max_rate_dt = 1.0;
+    p->max_substeps = 8;
     p->contact_blend = 0.2; /* relax toward the boundary vorticity over ~5 steps (seeds: 0.1) */
     p->advect_order = 2;
     p->stretch = 1;
@@ -164,6 +166,17 @@ int vp_domain_update(vp_sim *s)
         }
         if (s->vortons.radius->data[i] > smax) smax = s->vortons.radius->data[i];
     }
+    /* The cell size comes from the vortons alone (cells per vorton over their box): tracers
+     * that spread wide enlarge the grid but never coarsen it, so they cannot change how the
+     * vortons move (up to grid_max_points, which then wins). */
+    double vol_v = 1.0;
+    {
+        double pad_v = 3.0 * smax;
+        for (int a = 0; a < 3; a++) {
+            double e = (lo[a] <= hi[a]) ? hi[a] - lo[a] + 2 * pad_v : 0.0;
+            vol_v *= e > 1e-9 ? e : 1e-9;
+        }
+    }
     /* Tracers: a parallel min/max (exact, so the result does not depend on the threads). */
     const double *t = s->tracers.n ? s->tracers.position->data : NULL;
     const long nt = (long)s->tracers.n;
@@ -192,7 +205,7 @@ int vp_domain_update(vp_sim *s)
     double pad = 3.0 * smax, vol = 1.0, ext[3];
     for (int a = 0; a < 3; a++) { lo[a] -= pad; hi[a] += pad; ext[a] = hi[a] - lo[a]; if (ext[a] <= 0) ext[a] = 1e-9; vol *= ext[a]; }
     double target = s->params.grid_cells_per_vorton * (double)(s->vortons.n > 8 ? s->vortons.n : 8);
-    double h = cbrt(vol / target);
+    double h = cbrt((s->vortons.n ? vol_v : vol) / target);
     for (int a = 0; a < 3; a++) if (h < ext[a] * 1e-4) h = ext[a] * 1e-4; /* bound aspect ratio */
     int n[3];
     for (;;) {
@@ -291,6 +304,16 @@ int vp_sim_update_velocity_grid(vp_sim *s)
     }
     if (st) return st;
     vp_grid_jacobian(&s->grid, s->grid_velocity, s->grid_jacobian, s->params.threads);
+    {
+        double m2 = 0;
+        const double *J = s->grid_jacobian;
+        for (size_t k = 0; k < 9 * nn; k += 9) {
+            double q = 0;
+            for (int c = 0; c < 9; c++) q += J[k + c] * J[k + c];
+            m2 = q > m2 ? q : m2;
+        }
+        s->max_rate = sqrt(m2);
+    }
     s->timings[VP_PHASE_VELOCITY] = vp_now_ms() - t1;
     return VP_OK;
 }
@@ -606,15 +629,47 @@ static int restore_snapshot(vp_sim *s, const snapshot_hdr *h)
 
 static int step_once(vp_sim *s);
 
+/* Stability guard: explicit advection (Heun) and the stretching exponential lose accuracy,
+ * then stability, once a vorton's local rotation and strain rate |grad u| times dt exceeds
+ * about 1 (Heun amplifies a rotation by theta per step for theta > 2).  A step whose last
+ * measured max |grad u| dt exceeds max_rate_dt is therefore taken as k <= max_substeps
+ * substeps of dt / k (same time and frame count afterwards; emitters, lifetimes and
+ * diffusion see the shorter dt; remeshing runs once, after the last substep). */
+static int step_guarded(vp_sim *s)
+{
+    double dt = s->params.dt, lim = s->params.max_rate_dt;
+    int k = 1;
+    if (lim > 0 && s->max_rate * dt > lim) {
+        double want = ceil(s->max_rate * dt / lim);
+        k = want < (double)s->params.max_substeps ? (int)want : s->params.max_substeps;
+        if (k < 1) k = 1;
+    }
+    s->substeps = k;
+    if (k == 1) return step_once(s);
+    double t0 = s->time, tl[VP_PHASE_COUNT] = {0};
+    int st = VP_OK;
+    s->params.dt = dt / k;
+    for (int i = 0; i < k && !st; i++) {
+        s->in_substep = i < k - 1;
+        st = step_once(s);
+        for (int p = 0; p < VP_PHASE_COUNT; p++) tl[p] += s->timings[p];
+    }
+    s->in_substep = 0;
+    s->params.dt = dt;
+    if (!st) s->time = t0 + dt; /* exactly one dt on, whatever the rounding of k additions */
+    for (int p = 0; p < VP_PHASE_COUNT; p++) s->timings[p] = tl[p];
+    return st;
+}
+
 /* One step; with params.rollback, a failed step leaves the state as it was before it. */
 int vp_sim_step(vp_sim *s)
 {
     (void)g_unused_hdr;
-    if (!s->params.rollback) return step_once(s);
+    if (!s->params.rollback) return step_guarded(s);
     snapshot_hdr h;
     int st = take_snapshot(s, &h);
     if (st) return st;
-    st = step_once(s);
+    st = step_guarded(s);
     if (st) {
         int failed = s->failed_phase;
         restore_snapshot(s, &h);
@@ -655,7 +710,7 @@ static int step_once(vp_sim *s)
     if ((st = vp_expire(s))) return st;                                   /* 10 */
     if ((st = vp_emit(s))) return st;
     t2 = vp_now_ms(); s->timings[VP_PHASE_EMIT] = t2 - t; t = t2;
-    if (s->params.remesh_interval > 0 && (s->frame + 1) % s->params.remesh_interval == 0) {  /* remesh.c */
+    if (!s->in_substep && s->params.remesh_interval > 0 && (s->frame + 1) % s->params.remesh_interval == 0) {
         if ((st = vp_sim_remesh(s))) { s->failed_phase = VP_PHASE_REMESH; return st; }
         s->timings[VP_PHASE_REMESH] = vp_now_ms() - t;
     }
@@ -667,7 +722,7 @@ static int step_once(vp_sim *s)
         if (acc != 0.0 || !isfinite(B->temperature)) { s->failed_phase = VP_PHASE_BODIES; return VP_ERR_NONFINITE; }
     }
     s->time += s->params.dt;
-    s->frame += 1;
+    if (!s->in_substep) s->frame += 1;
     return VP_OK;
 }
 

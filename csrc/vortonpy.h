@@ -178,6 +178,8 @@ typedef struct {
     int remesh_interval;        /* frames between remeshings onto a lattice (remesh.c); 0: never */
     double remesh_threshold;    /* lattice nodes with strength and density below this fraction of
                                    the largest are dropped when remeshing */
+    double max_rate_dt;         /* a step whose |grad u| dt would exceed this runs as substeps */
+    int max_substeps;           /* at most this many substeps per step */
 } vp_params;
 
 void vp_params_init(vp_params *p);
@@ -207,6 +209,9 @@ typedef struct {
     struct vp_poisson *poisson; /* poisson solver cache (poisson.c): FFT plans, work arrays and the
                                    kernel transform, kept while the padded grid shape and core ratio hold */
     double timings[VP_PHASE_COUNT]; /* ms per phase of the last step */
+    double max_rate;           /* largest |grad u| (Frobenius, 1/time) on the grid at the last solve */
+    int substeps;              /* substeps the last step took (sim.c: stability guard) */
+    int in_substep;            /* internal: 1 while a step runs as substeps but the last */
     uint64_t interactions;     /* velocity-solver interactions of the last step */
     int failed_phase;          /* phase where the last non-finite value appeared, or -1 */
     double *backup;            /* rollback copy of the particle arrays (params.rollback) */

@@ -7,6 +7,7 @@ import gc
 import os
 import signal
 import subprocess
+import tempfile
 import sys
 import textwrap
 import threading
@@ -330,8 +331,10 @@ def test_ctrl_c_stops_a_long_run_promptly_and_consistently():
     env = dict(os.environ, VORTONPY_NO_PROGRESS="1",
                PYTHONPATH=os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(vp.__file__)),
                                                        os.environ.get("PYTHONPATH", "")] if p))
+    # cwd: a neutral folder, so `python -c` (which puts the cwd first on sys.path) imports the
+    # same vortonpy as this process, not an unbuilt source checkout in the current folder
     proc = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=env, cwd=tempfile.gettempdir())
     try:
         line = proc.stdout.readline()
         assert line.strip() == "READY", line + proc.stderr.read()

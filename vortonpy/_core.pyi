@@ -74,6 +74,8 @@ class Sim:
         smagorinsky: float = ...,
         remesh_interval: int = ...,
         remesh_threshold: float = ...,
+        max_rate_dt: float = ...,
+        max_substeps: int = ...,
         thermal_diffusivity: float = ...,
         ambient_density: float = ...,
         fluid_heat_capacity: float = ...,
@@ -101,6 +103,11 @@ class Sim:
     smagorinsky: float
     remesh_interval: int
     remesh_threshold: float
+    max_rate_dt: float
+    max_substeps: int
+    max_rate: float
+    @property
+    def substeps(self) -> int: ...
     thermal_diffusivity: float
     ambient_density: float
     fluid_heat_capacity: float

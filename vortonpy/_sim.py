@@ -20,7 +20,7 @@ _PARAM_NAMES = (
     "tree_theta", "tree_leaf_size", "grid_cells_per_vorton", "pse_width", "pse_cutoff",
     "smagorinsky",
     "contact_blend", "vorton_lifetime", "tracer_lifetime", "advect_order", "stretch", "baroclinic", "rollback",
-    "remesh_interval", "remesh_threshold",
+    "remesh_interval", "remesh_threshold", "max_rate_dt", "max_substeps",
 )
 
 
@@ -167,6 +167,8 @@ class Sim(_core.Sim):
     ``tree_leaf_size``, ``grid_cells_per_vorton``, ``grid_max_points``, ``pse_width``,
     ``pse_cutoff``, ``smagorinsky`` (Smagorinsky subgrid eddy viscosity coefficient, 0: off),
     ``remesh_interval`` and ``remesh_threshold`` (remeshing onto a lattice, see :meth:`remesh`),
+    ``max_rate_dt`` and ``max_substeps`` (a step whose largest velocity gradient times dt
+    exceeds ``max_rate_dt`` is taken as up to ``max_substeps`` shorter substeps),
     ``contact_blend``, ``vorton_lifetime``, ``tracer_lifetime``,
     ``advect_order``, ``stretch``, ``baroclinic``, ``rollback``, ``fluid_heat_capacity``,
     ``seed``.  With ``rollback=1`` every step first copies the state, and a step that raises
@@ -272,7 +274,7 @@ class Sim(_core.Sim):
         file, then renamed.  ``Sim.load(path)`` continues bit-identically."""
         path = os.fspath(path)
         arrays: Dict[str, np.ndarray] = {}
-        meta = dict(format=FORMAT, version=FORMAT_VERSION, time=self.time, frame=self.frame,
+        meta = dict(format=FORMAT, version=FORMAT_VERSION, time=self.time, frame=self.frame, max_rate=self.max_rate,
                     params=self.params(), rng=[str(x) for x in self._rng_state],
                     emitters=[{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in e.items()}
                               for e in self.emitters],
@@ -346,6 +348,7 @@ class Sim(_core.Sim):
             sim._rng_state = tuple(int(x) for x in meta["rng"])
             sim.time = meta["time"]
             sim.frame = meta["frame"]
+            sim.max_rate = meta.get("max_rate", 0.0)
         except (KeyError, TypeError) as e:
             raise ValueError(f"{path} is not a complete vortonpy state: missing or bad {e}") from None
         return sim

@@ -779,7 +779,7 @@ def scene_spec(name: str, **params) -> Dict[str, Any]:
                       thermal_conductivity=0.2, heat_capacity=1e5))
     else:  # a scene added later without a block description: fall back to the base form
         spec["scene"] = dict(base=name, **{k: v for k, v in params.items() if k not in SIM_KEYS})
-    if name in ("jet_ring", "dye_drop", "two_drops", "stratified", "hot_ball"):
+    if name in ("jet_ring", "dye_drop", "two_drops", "spinning_ball", "hot_ball"):
         sim.update(S.REMESH)  # these scenes remesh their vortons (see vortonpy.scenes.REMESH)
     sim.update({k: (list(v) if isinstance(v, tuple) else v) for k, v in sim_kw.items()})
     spec["sim"] = sim

@@ -21,10 +21,13 @@ __all__ = ["vortex_ring", "jet_ring", "vortex_tube", "crossed_tubes", "ball_thro
 RADIUS_PER_SPACING = (3.0 / (4.0 * np.pi)) ** (1.0 / 3.0)
 
 #: Scenes with strong stretching or sharp density fronts remesh their vortons onto a lattice
-#: every 20 frames (csrc/remesh.c): without it the particle noise these flows build up is
+#: every 20 frames (csrc/remesh.c) and use a velocity grid no finer than the vortons' spacing
+#: (grid_cells_per_vorton=1).  Without both, the particle noise these flows build up is
 #: amplified by stretching until a step blows up (dye_drop at frame ~110, jet_ring ~90,
-#: hot_ball ~360).  Pass remesh_interval=0 to see the raw particle method.
-REMESH = dict(remesh_interval=20, remesh_threshold=0.05)
+#: hot_ball ~360, spinning_ball ~120 with the default finer grid): a grid finer than the
+#: vortons resolves velocity gradients at scales the particles cannot represent.  Pass
+#: remesh_interval=0, grid_cells_per_vorton=4 to see the raw particle method.
+REMESH = dict(remesh_interval=20, remesh_threshold=0.05, grid_cells_per_vorton=1.0)
 
 
 def radius_for_spacing(h: float) -> float:
@@ -193,7 +196,7 @@ def spinning_ball(torque=10.0, ball_radius=0.2, ball_mass=100.0, noise=0.5, per_
                   **sim_kw) -> Sim:
     """Part 4's spinning ball: a heavy ball in a 1^3 box of noise, given an impulsive torque
     (0, 0, ``torque``); it spins the fluid up and itself down."""
-    sim = _sim(dict(viscosity=0.01, gravity=(0, 0, -10)), sim_kw)
+    sim = _sim(dict(viscosity=0.01, **REMESH, gravity=(0, 0, -10)), sim_kw)
     rng = np.random.default_rng(seed)
     h = 1.0 / per_axis
     p = lattice([-0.5] * 3, [0.5] * 3, h)
@@ -262,7 +265,7 @@ def stratified(deviation=0.6, ball_radius=0.2, ball_height=0.6, vortons=1024, tr
     """Part 9: two layers, heavy (+0.6) below and light (-0.6) above, with a neutrally buoyant
     ball (density = ambient) released above the interface; it sinks, overshoots and settles
     at the interface, where the fluid is as dense as it is."""
-    sim = _sim(dict(viscosity=0.01, **REMESH), sim_kw)
+    sim = _sim(dict(viscosity=0.01), sim_kw)
     rng = np.random.default_rng(seed)
     lo, hi = np.array([-1.0, -1.0, -1.0]), np.array([1.0, 1.0, 1.0])
     h = (8.0 / vortons) ** (1 / 3)
