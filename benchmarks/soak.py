@@ -85,10 +85,13 @@ def main(argv=None):
                     "(default steps/100, at least 1)")
     ap.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
     ap.add_argument("--growth", type=float, default=100.0, help="flag enstrophy/energy growth beyond this factor")
+    ap.add_argument("--out", default=None, help="JSON file name under benchmarks/results (default soak.json, "
+                    "soak_quick.json with --quick)")
     ap.add_argument("--scenes", nargs="+", default=list(vp.scenes.SCENES), help="scenes (default: all)")
     a = ap.parse_args(argv)
     steps = a.steps or (100 if a.quick else 10000)
     every = a.every or max(1, steps // 100)
+    out_name = a.out or ("soak_quick.json" if a.quick else "soak.json")
     print(C.header(f"vortonpy soak: {steps} steps per scene"))
     results = []
     for name in a.scenes:
@@ -98,7 +101,7 @@ def main(argv=None):
               + (f" [{r['error']}]" if r["error"] else "") + (f" [{'; '.join(r['flags'])}]" if r["flags"] else ""),
               flush=True)
         # written after every scene, so an interrupted soak keeps what it found
-        C.write_json("soak_quick.json" if a.quick else "soak.json",
+        C.write_json(out_name,
                      dict(args=vars(a), steps=steps, results=results, complete=len(results) == len(a.scenes)))
     rows = []
     for r in results:
@@ -112,7 +115,7 @@ def main(argv=None):
     print()
     print(C.md_table(["scene", "result", "steps", "enstrophy t=0", "enstrophy min..max", "KE t=0", "KE min..max",
                       "max |w|", "vortons", "wall s", "ms/step", "notes"], rows))
-    print(f"\nwrote benchmarks/results/{'soak_quick.json' if a.quick else 'soak.json'}")
+    print(f"\nwrote benchmarks/results/{out_name}")
     return 0 if all(r["ok"] for r in results) else 1
 
 
