@@ -33,7 +33,7 @@ int vp_sim_remesh(vp_sim *s)
     size_t n = v->n;
     if (n < 2) return VP_OK;
     const double *x = v->position->data, *w = v->vorticity->data, *r = v->radius->data;
-    const double *d = v->density->data, *age = v->age->data;
+    const double *d = v->density->data, *age = v->age->data, *vel = v->velocity->data;
     double lim_lo[3], lim_hi[3], lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     vp_robust_limits(s, 0, lim_lo, lim_hi);
     double vsum = 0;
@@ -78,8 +78,8 @@ int vp_sim_remesh(vp_sim *s)
     }
     if (cells > (double)s->params.grid_max_points * 4.0) goto done; /* far too spread out: skip */
     size_t nn = (size_t)cells;
-    /* per node: strength (3), density mass (1), age mass and weight (2) */
-    acc = calloc(6 * nn, sizeof(double));
+    /* per node: strength (3), density mass (1), age mass and weight (2), velocity mass (3) */
+    acc = calloc(9 * nn, sizeof(double));
     if (!acc) { st = VP_ERR_NOMEM; goto done; }
     /* serial scatter: deterministic and race-free (remeshing runs once every few frames) */
     for (size_t i = 0; i < n; i++) {
@@ -98,14 +98,15 @@ int vp_sim_remesh(vp_sim *s)
                     double W = wt[0][kx] * wt[1][ky] * wt[2][kz];
                     size_t id = (size_t)(b[0] + kx - o[0]) +
                                 (size_t)m[0] * ((size_t)(b[1] + ky - o[1]) + (size_t)m[1] * (size_t)(b[2] + kz - o[2]));
-                    double *A = acc + 6 * id;
+                    double *A = acc + 9 * id;
                     A[0] += W * q[0]; A[1] += W * q[1]; A[2] += W * q[2]; A[3] += W * q[3];
                     A[4] += W * age[i]; A[5] += W;
+                    A[6] += W * vel[3 * i]; A[7] += W * vel[3 * i + 1]; A[8] += W * vel[3 * i + 2];
                 }
     }
     double amax = 0, dmax = 0;
     for (size_t id = 0; id < nn; id++) {
-        const double *A = acc + 6 * id;
+        const double *A = acc + 9 * id;
         double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]);
         if (am > amax) amax = am;
         if (fabs(A[3]) > dmax) dmax = fabs(A[3]);
@@ -113,19 +114,20 @@ int vp_sim_remesh(vp_sim *s)
     double thr = s->params.remesh_threshold, ta = thr * amax, td = thr * dmax;
     size_t nkeep = 0;
     for (size_t id = 0; id < nn; id++) {
-        const double *A = acc + 6 * id;
+        const double *A = acc + 9 * id;
         double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]);
         nkeep += (am > ta && am > 0) || (fabs(A[3]) > td && A[3] != 0);
     }
     size_t nout = n - nin, total = nkeep + nout;
-    /* new arrays: position 3, vorticity 3, radius, density, age -> 9 per vorton */
-    np_ = malloc(9 * (total ? total : 1) * sizeof(double));
+    /* new arrays: position 3, vorticity 3, radius, density, age, velocity 3 -> 12 per vorton */
+    np_ = malloc(12 * (total ? total : 1) * sizeof(double));
     if (!np_) { st = VP_ERR_NOMEM; goto done; }
-    double *P = np_, *Wn = np_ + 3 * total, *R = np_ + 6 * total, *D = np_ + 7 * total, *G = np_ + 8 * total;
+    double *P = np_, *Wn = np_ + 3 * total, *R = np_ + 6 * total, *D = np_ + 7 * total, *G = np_ + 8 * total,
+           *U = np_ + 9 * total;
     double V = h * h * h, rad = h * cbrt(3.0 / (4.0 * VP_PI)), rho0 = s->params.ambient_density;
     size_t k = 0;
     for (size_t id = 0; id < nn; id++) {
-        const double *A = acc + 6 * id;
+        const double *A = acc + 9 * id;
         double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]);
         if (!((am > ta && am > 0) || (fabs(A[3]) > td && A[3] != 0))) continue;
         size_t ix = id % (size_t)m[0], iy = (id / (size_t)m[0]) % (size_t)m[1], iz = id / ((size_t)m[0] * (size_t)m[1]);
@@ -137,12 +139,14 @@ int vp_sim_remesh(vp_sim *s)
         double dd = A[3] / V, floor_d = -0.95 * rho0; /* M4' undershoots at sharp fronts */
         D[k] = dd > floor_d ? dd : floor_d;
         G[k] = A[5] > 0 ? A[4] / A[5] : 0.0;
+        for (int a = 0; a < 3; a++) U[3 * k + a] = A[5] > 0 ? A[6 + a] / A[5] : 0.0; /* advection velocity */
         k++;
     }
     for (size_t i = 0; i < n; i++) { /* escapees unchanged, after the lattice */
         if (inside[i]) continue;
         for (int a = 0; a < 3; a++) { P[3 * k + a] = x[3 * i + a]; Wn[3 * k + a] = w[3 * i + a]; }
         R[k] = r[i]; D[k] = d[i]; G[k] = age[i];
+        for (int a = 0; a < 3; a++) U[3 * k + a] = vel[3 * i + a];
         k++;
     }
     /* replace: reserve first (so failure loses nothing), then drop the old rows and fill */
@@ -155,7 +159,10 @@ int vp_sim_remesh(vp_sim *s)
         if (st) goto done;
     }
     st = vp_sim_add_vortons(s, total, P, Wn, R, D);
-    if (!st) memcpy(v->age->data, G, total * sizeof(double));
+    if (!st) {
+        memcpy(v->age->data, G, total * sizeof(double));
+        memcpy(v->velocity->data, U, 3 * total * sizeof(double));
+    }
 done:
     free(inside); free(acc); free(np_);
     return st;

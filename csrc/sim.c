@@ -23,7 +23,7 @@ void vp_params_init(vp_params *p)
     p->threads = 1;
     p->tree_theta = 0.4;
     p->tree_leaf_size = 16;
-    p->grid_cells_per_vorton = 4.0;
+    p->grid_cells_per_vorton = 1.0;
     p->grid_max_points = (size_t)1 << 22;
     p->pse_width = 1.0;
     p->pse_cutoff = 3.5;

@@ -162,7 +162,10 @@ typedef struct {
     int threads;                /* OpenMP threads (>= 1) */
     double tree_theta;          /* tree opening angle; default 0.4 (about 1e-3 relative error) */
     int tree_leaf_size;         /* vortons per tree leaf */
-    double grid_cells_per_vorton; /* grid resolution: target cells per vorton */
+    double grid_cells_per_vorton; /* grid resolution: target cells per vorton (default 1: a grid
+                                     finer than the vortons resolves gradients they cannot
+                                     represent, and stretching amplifies them into a blow-up
+                                     within a few hundred frames; 4 is more accurate short-term) */
     size_t grid_max_points;     /* upper bound on grid nodes (open-boundary safety) */
     double pse_width;           /* PSE kernel width e as a multiple of the particle spacing V^(1/3) */
     double pse_cutoff;          /* pairs farther than pse_cutoff * e are ignored */

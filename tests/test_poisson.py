@@ -93,7 +93,7 @@ def test_ring_moves_at_saffman_speed_with_poisson():
 
 
 def test_poisson_empty_and_single_vorton():
-    sim = vp.Sim(solver="poisson", viscosity=0.0, gravity=(0, 0, 0), threads=2)
+    sim = vp.Sim(solver="poisson", viscosity=0.0, gravity=(0, 0, 0), threads=2, grid_cells_per_vorton=8)
     sim.update_velocity_grid()
     assert np.all(sim.grid()["velocity"] == 0)
     sim.step(2)
