@@ -413,5 +413,6 @@ def test_absurd_emitter_rate_in_subprocess_does_not_crash():
     """)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in [os.path.dirname(os.path.dirname(vp.__file__)), os.environ.get("PYTHONPATH", "")] if p))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                       cwd=tempfile.gettempdir())  # not the checkout: `-c` puts the cwd first on sys.path
     assert r.returncode == 0 and r.stdout.strip() == "OK", (r.returncode, r.stdout, r.stderr)
