@@ -781,6 +781,8 @@ def scene_spec(name: str, **params) -> Dict[str, Any]:
         spec["scene"] = dict(base=name, **{k: v for k, v in params.items() if k not in SIM_KEYS})
     if name in ("jet_ring", "dye_drop", "two_drops", "spinning_ball", "hot_ball"):
         sim.update(S.REMESH)  # these scenes remesh their vortons (see vortonpy.scenes.REMESH)
+    if name == "hot_ball":
+        sim.update(remesh_interval=10)  # its emitters keep adding unordered vortons
     sim.update({k: (list(v) if isinstance(v, tuple) else v) for k, v in sim_kw.items()})
     spec["sim"] = sim
     view, color = SCENE_VIEW.get(name, ("xz", "density"))
