@@ -194,6 +194,18 @@ int vp_sim_collide(vp_sim *s)
                 size_t cn = nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK;
                 if (solve_contacts(cs + c0, cn, anew + 3 * c0, threads)) { free(cs); free(anew); return VP_ERR_NOMEM; }
             }
+            /* Added-mass guard: the boundary vorticity a step assigns moves fluid of a mass
+             * several times rho0 Vb with the body's slip, and the body takes the opposite
+             * impulse; for a light body (M ~ rho0 Vb) that explicit exchange overshoots, the
+             * slip changes sign every step and grows (a neutral ball in stratified fluid was
+             * thrown out at 200 units/s).  The blend per step is scaled by M / (4 rho0 Vb)
+             * when that is below 1, so a ball of 4x the fluid's density or heavier (and fixed
+             * bodies) is unaffected. */
+            double bl = blend;
+            if (!Bc.fixed) {
+                double ratio = Bc.mass / (4.0 * rho0 * vp_volume(Bc.radius));
+                if (ratio < 1.0) bl = blend * ratio;
+            }
             for (size_t q = 0; q < nc; q++) {
                 size_t i = cs[q].i;
                 double V = vp_volume(rad[i]);
@@ -201,7 +213,7 @@ int vp_sim_collide(vp_sim *s)
                 memcpy(wo + 3 * i, w + 3 * i, 3 * sizeof(double));
                 for (int a = 0; a < 3; a++) {
                     x[3 * i + a] = cs[q].xnew[a];
-                    w[3 * i + a] += blend * (anew[3 * q + a] / V - w[3 * i + a]);
+                    w[3 * i + a] += bl * (anew[3 * q + a] / V - w[3 * i + a]);
                 }
                 if (Bc.thermal_conductivity > 0) {
                     double Ci = s->params.fluid_heat_capacity * V;

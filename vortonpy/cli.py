@@ -21,12 +21,12 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 #: Frames each scene runs by default: the seeds' 300 where that fits in well under a
-#: minute on 2 cores (measured), fewer for the heavy jet; stratified 30 (1 s): after that
-#: the baroclinic flow near its light neutral ball kicks the ball away (a known bug, see the
-#: README's known limits); --frames runs it longer.
+#: minute on 2 cores (measured), fewer for the heavy jet; stratified 90 (3 s): the ball sinks
+#: to the interface and turns back in the first 1.5 s, then the finite layers slump into the
+#: unbounded ambient fluid (the light block rises as a whole and carries the ball up).
 DEFAULT_FRAMES = {
     "ball_through_smoke": 300, "vortex_ring": 300, "jet_ring": 200, "vortex_tube": 300, "crossed_tubes": 300,
-    "spinning_ball": 300, "dye_drop": 300, "two_drops": 300, "stratified": 30, "hot_ball": 300,
+    "spinning_ball": 300, "dye_drop": 300, "two_drops": 300, "stratified": 90, "hot_ball": 300,
 }
 FALLBACK_FRAMES = 200
 
