@@ -632,44 +632,29 @@ static PyObject *Sim_velocity_at(SimObject *self, PyObject *arg)
     return (PyObject *)out;
 }
 
+/* Run one whole-sim C operation with the GIL released, marked busy so another Python
+ * thread is refused rather than racing it. */
+static PyObject *run_released(SimObject *self, int (*op)(vp_sim *), const char *name)
+{
+    if (check_ready(self)) return NULL;
+    int st;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    st = op(self->s);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (st) return raise_status(st, name);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Sim_update_velocity_grid(SimObject *self, PyObject *unused)
 {
-    if (check_ready(self)) return NULL;
-    int st;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    st = vp_sim_update_velocity_grid(self->s);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    if (st) return raise_status(st, "update_velocity_grid");
-    Py_RETURN_NONE;
+    return run_released(self, vp_sim_update_velocity_grid, "update_velocity_grid");
 }
 
-static PyObject *Sim_collide(SimObject *self, PyObject *unused)
-{
-    if (check_ready(self)) return NULL;
-    int st;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    st = vp_sim_collide(self->s);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    if (st) return raise_status(st, "collide");
-    Py_RETURN_NONE;
-}
+static PyObject *Sim_collide(SimObject *self, PyObject *unused) { return run_released(self, vp_sim_collide, "collide"); }
 
-static PyObject *Sim_remesh(SimObject *self, PyObject *unused)
-{
-    if (check_ready(self)) return NULL;
-    int st;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    st = vp_sim_remesh(self->s);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    if (st) return raise_status(st, "remesh");
-    Py_RETURN_NONE;
-}
+static PyObject *Sim_remesh(SimObject *self, PyObject *unused) { return run_released(self, vp_sim_remesh, "remesh"); }
 
 static PyObject *Sim_grid(SimObject *self, PyObject *unused)
 {

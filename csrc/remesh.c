@@ -36,7 +36,6 @@ int vp_sim_remesh(vp_sim *s)
     const double *d = v->density->data, *age = v->age->data, *vel = v->velocity->data;
     double lim_lo[3], lim_hi[3], lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     vp_robust_limits(s, 0, lim_lo, lim_hi);
-    double vsum = 0;
     size_t nin = 0;
     unsigned char *inside = malloc(n);
     if (!inside) return VP_ERR_NOMEM;
@@ -58,7 +57,6 @@ int vp_sim_remesh(vp_sim *s)
         inside[i] = (unsigned char)in;
         if (!in) continue;
         nin++;
-        vsum += vp_volume(r[i]);
         for (int a = 0; a < 3; a++) {
             if (x[3 * i + a] < lo[a]) lo[a] = x[3 * i + a];
             if (x[3 * i + a] > hi[a]) hi[a] = x[3 * i + a];
@@ -68,7 +66,6 @@ int vp_sim_remesh(vp_sim *s)
     double *acc = NULL, *np_ = NULL;
     if (nin < 2) goto done;
     double h = hb;
-    (void)vsum;
     long o[3], m[3];
     double cells = 1;
     for (int a = 0; a < 3; a++) {
