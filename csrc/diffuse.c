@@ -38,27 +38,27 @@ static inline double vp_exp_neg(double t)
     return p;
 }
 
-/* One row of neighbour cells: adds sum_j eta'(x_q - x_j) V_j / e^2 (w_j - w_q) and the same for
- * T, with eta' = exp(-r^2/e^2)/e^3 (the caller multiplies by the normalisation).  The pair
- * weight is computed from symmetric quantities, so it is bitwise the same for (q, j) and
- * (j, q): the exchange is exactly antisymmetric.  j == q contributes zero. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__) && !defined(VP_NO_CLONES)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-static void vp_pse_row(size_t a, size_t b, size_t q, const double *restrict X, const double *restrict Y,
-                       const double *restrict Z, const double *restrict E, const double *restrict V,
-                       const double *restrict WX, const double *restrict WY, const double *restrict WZ,
-                       const double *restrict T, const double *restrict NU, double cut2, double acc[4])
+/* Sums over m candidate neighbours j (a contiguous SoA batch) of one vorton q:
+ * sum_j eta'(x_q - x_j) V_j / e^2 (w_j - w_q) and the same for T, with eta' =
+ * exp(-r^2/e^2)/e^3 (the caller multiplies by the normalisation).  The pair weight is
+ * computed from symmetric quantities, so it is bitwise the same for (q, j) and (j, q): the
+ * exchange is antisymmetric to rounding.  j == q contributes zero; pairs beyond the cutoff
+ * are masked (the whole batch is computed, vectorised). */
+VP_CLONES
+static void vp_pse_sum(size_t m, const double *restrict X, const double *restrict Y, const double *restrict Z,
+                       const double *restrict E, const double *restrict V, const double *restrict WX,
+                       const double *restrict WY, const double *restrict WZ, const double *restrict T,
+                       const double *restrict NU, const double q[9], double cut2, double acc[4])
 {
-    double xq = X[q], yq = Y[q], zq = Z[q], eq = E[q], wx = WX[q], wy = WY[q], wz = WZ[q], tq = T[q], nq = NU[q];
+    double xq = q[0], yq = q[1], zq = q[2], eq = q[3], wx = q[4], wy = q[5], wz = q[6], tq = q[7], nq = q[8];
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
-    for (size_t j = a; j < b; j++) {
+    for (size_t j = 0; j < m; j++) {
         double dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
         double r2 = dx * dx + dy * dy + dz * dz;
-        double eij = 0.5 * (eq + E[j]), e2 = eij * eij, u = r2 / e2;
+        double inv = 1.0 / (0.5 * (eq + E[j])), inv2 = inv * inv, u = r2 * inv2;
         double inside = u <= cut2, uc = u < cut2 ? u : cut2;
-        double f = inside * vp_exp_neg(uc) / (e2 * e2 * eij) * V[j], fw = f * (0.5 * (nq + NU[j]));
+        double f = inside * vp_exp_neg(uc) * (inv2 * inv2 * inv) * V[j], fw = f * (0.5 * (nq + NU[j]));
         s0 += fw * (WX[j] - wx); s1 += fw * (WY[j] - wy); s2 += fw * (WZ[j] - wz); s3 += f * (T[j] - tq);
     }
     acc[0] += s0; acc[1] += s1; acc[2] += s2; acc[3] += s3;
@@ -165,24 +165,56 @@ int vp_diffuse(vp_sim *s)
         X[q] = x[3 * i]; Y[q] = x[3 * i + 1]; Z[q] = x[3 * i + 2]; E[q] = e[i]; VV[q] = V[i];
         WX[q] = w[3 * i]; WY[q] = w[3 * i + 1]; WZ[q] = w[3 * i + 2]; TT[q] = T[i]; NU[q] = nui[i];
     }
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 64)
-    for (long qq = 0; qq < (long)n; qq++) {
-        size_t q = (size_t)qq, c = cid[order[q]];
+    /* Per cell: its candidates (the 5 x 5 rows of +-2 cells around it, each row contiguous in
+     * the sorted order) are copied into one contiguous batch, then every vorton of the cell
+     * sums over the whole batch in one vectorised loop (rows alone are ~10 long: too short). */
+    size_t maxc = 0;
+    for (size_t c = 0; c < ncell; c++) {
+        if (start[c + 1] == start[c]) continue;
         int cx = (int)(c % nc[0]), cy = (int)((c / nc[0]) % nc[1]), cz = (int)(c / ((size_t)nc[0] * nc[1]));
-        int x0 = cx > 1 ? cx - 2 : 0, x1 = cx + 2 < nc[0] ? cx + 2 : nc[0] - 1;
-        double acc[4] = {0, 0, 0, 0};
-        for (int kz = cz - 2; kz <= cz + 2; kz++) {
-            if (kz < 0 || kz >= nc[2]) continue;
+        size_t m = 0;
+        for (int kz = cz - 2; kz <= cz + 2; kz++)
             for (int ky = cy - 2; ky <= cy + 2; ky++) {
-                if (ky < 0 || ky >= nc[1]) continue;
+                if (kz < 0 || kz >= nc[2] || ky < 0 || ky >= nc[1]) continue;
                 size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
-                /* cells x0..x1 of this row are contiguous in the sorted order */
-                vp_pse_row(start[row + x0], start[row + x1 + 1], q, X, Y, Z, E, VV, WX, WY, WZ, TT, NU, cut * cut, acc);
+                int x0 = cx > 1 ? cx - 2 : 0, x1 = cx + 2 < nc[0] ? cx + 2 : nc[0] - 1;
+                m += start[row + x1 + 1] - start[row + x0];
+            }
+        if (m > maxc) maxc = m;
+    }
+    int nomem = 0;
+#pragma omp parallel num_threads(threads) reduction(| : nomem)
+    {
+        double *bb = malloc(10 * (maxc + 1) * sizeof(double));
+        if (!bb) nomem = 1;
+#pragma omp for schedule(dynamic, 8)
+        for (long cc = 0; cc < (long)ncell; cc++) {
+            size_t c = (size_t)cc;
+            if (!bb || start[c + 1] == start[c]) continue;
+            int cx = (int)(c % nc[0]), cy = (int)((c / nc[0]) % nc[1]), cz = (int)(c / ((size_t)nc[0] * nc[1]));
+            int x0 = cx > 1 ? cx - 2 : 0, x1 = cx + 2 < nc[0] ? cx + 2 : nc[0] - 1;
+            size_t m = 0;
+            double *const src[10] = {X, Y, Z, E, VV, WX, WY, WZ, TT, NU};
+            for (int kz = cz - 2; kz <= cz + 2; kz++)
+                for (int ky = cy - 2; ky <= cy + 2; ky++) {
+                    if (kz < 0 || kz >= nc[2] || ky < 0 || ky >= nc[1]) continue;
+                    size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
+                    size_t j0 = start[row + x0], len = start[row + x1 + 1] - j0;
+                    for (int f = 0; f < 10; f++) memcpy(bb + f * maxc + m, src[f] + j0, len * sizeof(double));
+                    m += len;
+                }
+            for (size_t q = start[c]; q < start[c + 1]; q++) {
+                const double qd[9] = {X[q], Y[q], Z[q], E[q], WX[q], WY[q], WZ[q], TT[q], NU[q]};
+                double acc[4] = {0, 0, 0, 0};
+                vp_pse_sum(m, bb, bb + maxc, bb + 2 * maxc, bb + 3 * maxc, bb + 4 * maxc, bb + 5 * maxc,
+                           bb + 6 * maxc, bb + 7 * maxc, bb + 8 * maxc, bb + 9 * maxc, qd, cut * cut, acc);
+                OW[3 * q] = dt * norm * acc[0]; OW[3 * q + 1] = dt * norm * acc[1];
+                OW[3 * q + 2] = dt * norm * acc[2]; OT[q] = kappa * dt * norm * acc[3];
             }
         }
-        OW[3 * q] = dt * norm * acc[0]; OW[3 * q + 1] = dt * norm * acc[1];
-        OW[3 * q + 2] = dt * norm * acc[2]; OT[q] = kappa * dt * norm * acc[3];
+        free(bb);
     }
+    if (nomem) { free(so); free(start); free(order); free(cid); return VP_ERR_NOMEM; }
     for (size_t q = 0; q < n; q++) {
         size_t i = order[q];
         dw[3 * i] = OW[3 * q]; dw[3 * i + 1] = OW[3 * q + 1]; dw[3 * i + 2] = OW[3 * q + 2]; dT[i] = OT[q];

@@ -5,6 +5,15 @@
 
 #define VP_V3(buf) ((buf)->data)
 
+/* Hot kernels are compiled three times, for AVX-512 (x86-64-v4), AVX2 + FMA (x86-64-v3) and
+ * the baseline, and the loader picks the best the CPU has (GCC function multiversioning), so
+ * a portable build still uses the wide units.  VP_NO_CLONES turns it off. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__) && !defined(VP_NO_CLONES)
+#define VP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define VP_CLONES
+#endif
+
 int vp_domain_update(vp_sim *s);                 /* physics.md 2.1 */
 int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int solver); /* 2.2 */
 int vp_poisson_velocity_grid(vp_sim *s);         /* 2.2 poisson (vortex-in-cell) */

@@ -151,9 +151,7 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
 }
 
 /* The vectorised body of tracer_bounds over runs [r0, r1) of 12 doubles. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__) && !defined(VP_NO_CLONES)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-#endif
+VP_CLONES
 static void bounds_runs(const double *restrict t, long r0, long r1, const double *restrict L, const double *restrict H,
                         double *restrict m1, double *restrict m2, double *restrict b1)
 {
@@ -457,9 +455,7 @@ static inline vp_v4f cell_lerp(const float *cells, int ci, float f0, float f1, f
  * (locate, look up, predict, locate, look up, update), so the long per-tracer dependency
  * chain of a Heun step overlaps across the block and the locate stages vectorise.
  * Compiled for AVX2+FMA and for the baseline, picked at load time. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__) && !defined(VP_NO_CLONES)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-#endif
+VP_CLONES
 static size_t advect_cells_range(const cell_geom *G, const double glo[3], const double ghi[3], double dt, int order,
                                  long i0, long i1, double *restrict x, double *restrict vel, double *restrict dens)
 {

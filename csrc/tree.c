@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
-#include "vortonpy.h"
+#include "internal.h"
 #include "kernel.h"
 
 typedef struct {
@@ -179,11 +179,6 @@ int vp_tree_build(vp_tree *t, size_t n, const double *pos, const double *strengt
 
 /* Near field: sum of the regularised kernel over a contiguous float32 SoA batch of vortons
  * at one target, vectorised (AVX-512 / AVX2 chosen at run time).  Returns 4 pi u. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__) && !defined(VP_NO_CLONES)
-#define VP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VP_CLONES
-#endif
 VP_CLONES
 static void near_batch(size_t m, const float *restrict X, const float *restrict Y, const float *restrict Z,
                        const float *restrict AX, const float *restrict AY, const float *restrict AZ,
