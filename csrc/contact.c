@@ -51,6 +51,48 @@ static void place_contact(const vp_body *B, const double x[3], double sr, const 
     c->s2 = sr * sr;
 }
 
+/* Velocity at P induced by m vortons in double SoA F = [x | y | z | ax | ay | az | s^2]
+ * (arrays of m): the kernel of vp_kernel_add, summed in one vectorised loop (adds to u). */
+VP_CLONES
+static void kernel_sum(size_t m, const double *restrict F, const double P[3], double u[3])
+{
+    const double *X = F, *Y = F + m, *Z = F + 2 * m, *AX = F + 3 * m, *AY = F + 4 * m, *AZ = F + 5 * m, *S2 = F + 6 * m;
+    double px = P[0], py = P[1], pz = P[2], u0 = 0, u1 = 0, u2 = 0;
+#pragma omp simd reduction(+ : u0, u1, u2)
+    for (size_t j = 0; j < m; j++) {
+        double r0 = px - X[j], r1 = py - Y[j], r2 = pz - Z[j];
+        double g = vp_kernel_g(r0 * r0 + r1 * r1 + r2 * r2, S2[j]);
+        u0 += g * (AY[j] * r2 - AZ[j] * r1);
+        u1 += g * (AZ[j] * r0 - AX[j] * r2);
+        u2 += g * (AX[j] * r1 - AY[j] * r0);
+    }
+    u[0] += VP_INV4PI * u0; u[1] += VP_INV4PI * u1; u[2] += VP_INV4PI * u2;
+}
+
+/* Row p of the Gram matrix A = G^T G, lower triangle: A[q] = g_p . g_q for q <= p, with
+ * g_q = G + q len (columns of len doubles), four columns q at a time so that each g_p load
+ * feeds four multiply-adds. */
+VP_CLONES
+static void gram_row(size_t p, size_t len, const double *restrict G, double *restrict A)
+{
+    const double *gp = G + p * len;
+    size_t q = 0;
+    for (; q + 4 <= p + 1; q += 4) {
+        const double *g0 = G + q * len, *g1 = g0 + len, *g2 = g1 + len, *g3 = g2 + len;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+        for (size_t i = 0; i < len; i++) { s0 += gp[i] * g0[i]; s1 += gp[i] * g1[i]; s2 += gp[i] * g2[i]; s3 += gp[i] * g3[i]; }
+        A[q] = s0; A[q + 1] = s1; A[q + 2] = s2; A[q + 3] = s3;
+    }
+    for (; q <= p; q++) {
+        const double *gq = G + q * len;
+        double sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (size_t i = 0; i < len; i++) sum += gp[i] * gq[i];
+        A[q] = sum;
+    }
+}
+
 /* "Assign by velocity" for all vortons in contact at once.  Alone, vorton i would get the
  * strength a_i* whose induced velocity at its contact point P_i is exactly -u_rel_i (the exact
  * inverse of the kernel, kernel.h).  But each vorton's field also reaches its neighbours'
@@ -89,13 +131,7 @@ static int solve_contacts(const contact *c, size_t nc, double *a_out, int thread
         double acc = 0;
         for (size_t i = 0; i < nc; i++) acc += vp_dot3(gp + 3 * i, c[i].target);
         k[p] = acc;
-        for (size_t q = 0; q <= p; q++) {
-            const double *gq = G + 3 * q * nc;
-            double sum = 0;
-#pragma omp simd reduction(+ : sum)
-            for (size_t i = 0; i < 3 * nc; i++) sum += gp[i] * gq[i];
-            A[p * nc + q] = sum;
-        }
+        gram_row(p, 3 * nc, G, A + p * nc);
     }
     double trace = 0;
     for (size_t p = 0; p < nc; p++) trace += A[p * nc + p];
@@ -176,6 +212,18 @@ int vp_sim_collide(vp_sim *s)
              * not in contact (the same kernel the assignment inverts, so the two agree; the
              * grid's interpolated velocity smooths the near field and made re-assignment
              * overshoot from step to step) */
+            /* the vortons not in contact as double SoA (x, y, z, a, s^2), for a vectorised sum */
+            size_t nf = v->n - nc;
+            double *F = malloc((7 * nf + 1) * sizeof(double));
+            if (!F) { free(cs); free(anew); return VP_ERR_NOMEM; }
+            for (size_t i = 0, m = 0; i < v->n; i++) {
+                if (hit[i]) continue;
+                double V = vp_volume(rad[i]);
+                F[m] = x[3 * i]; F[nf + m] = x[3 * i + 1]; F[2 * nf + m] = x[3 * i + 2];
+                F[3 * nf + m] = w[3 * i] * V; F[4 * nf + m] = w[3 * i + 1] * V; F[5 * nf + m] = w[3 * i + 2] * V;
+                F[6 * nf + m] = rad[i] * rad[i];
+                m++;
+            }
 #pragma omp parallel for num_threads(threads) schedule(static)
             for (long q = 0; q < (long)nc; q++) {
                 size_t i = cs[q].i;
@@ -183,13 +231,10 @@ int vp_sim_collide(vp_sim *s)
                 for (int a = 0; a < 3; a++) rr[a] = xi[a] - Bc.position[a];
                 double dist = sqrt(vp_dot3(rr, rr));
                 for (int a = 0; a < 3; a++) P[a] = Bc.position[a] + (dist > 0 ? Bc.radius * rr[a] / dist : (a == 0 ? Bc.radius : 0));
-                for (size_t j = 0; j < v->n; j++) {
-                    if (hit[j]) continue;
-                    double V = vp_volume(rad[j]), aj[3] = {w[3 * j] * V, w[3 * j + 1] * V, w[3 * j + 2] * V};
-                    vp_kernel_add(P, x + 3 * j, aj, rad[j] * rad[j], ug);
-                }
+                kernel_sum(nf, F, P, ug);
                 place_contact(&Bc, xi, rad[i], ug, &cs[q]);
             }
+            free(F);
             for (size_t c0 = 0; c0 < nc; c0 += VP_CONTACT_CHUNK) {
                 size_t cn = nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK;
                 if (solve_contacts(cs + c0, cn, anew + 3 * c0, threads)) { free(cs); free(anew); return VP_ERR_NOMEM; }
