@@ -29,7 +29,7 @@ void vp_params_init(vp_params *p)
     p->grid_cells_per_vorton = 1.0;
     p->grid_max_points = (size_t)1 << 22;
     p->pse_width = 1.0;
-    p->pse_cutoff = 3.5;
+    p->pse_cutoff = 3.0; /* with the kernel renormalised for the cut (diffuse.c) */
     p->smagorinsky = 0.0;
     p->remesh_interval = 0;
     p->remesh_threshold = 0.05;
