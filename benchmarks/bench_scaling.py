@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """How the cost of a step grows with the number of vortons: ms per step and microseconds
 per vorton per step, from 1e3 to 1e6 vortons (a lattice of vortex noise in a unit cube, no
-tracers, default tree solver), plus the large case "1e5 vortons + 1e6 tracers" (target 33 ms
+tracers, the default solver "auto": poisson from 1000 vortons; --solver tree for the tree), plus the large case "1e5 vortons + 1e6 tracers" (target 33 ms
 per frame, aim 16.7) with its sim.timings phase breakdown.
 
 Writes benchmarks/results/scaling.json (scaling_quick.json) and scaling.png (log-log plots
@@ -22,9 +22,9 @@ import numpy as np  # noqa: E402
 import vortonpy as vp  # noqa: E402
 
 
-def run_case(n, tracers, threads, warmup, steps, seed=0):
+def run_case(n, tracers, threads, warmup, steps, seed=0, solver="auto"):
     p, w, r = C.noise_lattice(n, seed=seed)
-    sim = vp.Sim(threads=threads, viscosity=0.01, gravity=(0, 0, -10))
+    sim = vp.Sim(threads=threads, viscosity=0.01, gravity=(0, 0, -10), solver=solver)
     sim.add_vortons(p, w, r)
     if tracers:
         rng = np.random.default_rng(seed + 1)
@@ -36,7 +36,7 @@ def run_case(n, tracers, threads, warmup, steps, seed=0):
         times.append(ms)
         for k, v in sim.timings.items():
             phases.setdefault(k, []).append(v)
-    return dict(vortons=len(sim.vortons), tracers=len(sim.tracers), threads=threads, step_times_ms=times,
+    return dict(solver=solver, vortons=len(sim.vortons), tracers=len(sim.tracers), threads=threads, step_times_ms=times,
                 ms=C.median(times), min_ms=float(np.min(times)), interactions=int(sim.interactions),
                 grid_shape=list(sim.grid()["shape"]), phases_ms={k: C.median(v) for k, v in phases.items()})
 
@@ -47,6 +47,7 @@ def main(argv=None):
                     "1e5 vortons + 2e5 tracers for the large case, fewer steps")
     ap.add_argument("--max", type=float, default=None, help="largest vorton count (default 1e6; quick 1e5)")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts (default 1 2)")
+    ap.add_argument("--solver", default="auto", choices=["auto", "tree", "poisson", "direct"], help="velocity solver (default auto)")
     ap.add_argument("--steps", type=int, default=None, help="timed steps per size (default 5; quick 2); "
                     "sizes above 2e5 use at most 3")
     ap.add_argument("--big-tracers", type=float, default=None, help="tracers of the large case (default 1e6)")
@@ -66,7 +67,7 @@ def main(argv=None):
             if a.wait_quiet:
                 C.wait_quiet(a.wait_quiet)
             k = steps if n <= 2e5 else min(steps, 3)
-            c = run_case(int(n), 0, t, warmup=1, steps=k)
+            c = run_case(int(n), 0, t, warmup=1, steps=k, solver=a.solver)
             c["us_per_vorton"] = c["ms"] * 1e3 / c["vortons"]
             cases.append(c)
             print(f"  {c['vortons']} vortons, {t} thr: {c['ms']:.2f} ms/step, {c['us_per_vorton']:.3f} us/vorton",
@@ -93,7 +94,7 @@ def main(argv=None):
         for t in a.threads:
             if a.wait_quiet:
                 C.wait_quiet(a.wait_quiet)
-            c = run_case(100000, big_tracers, t, warmup=1, steps=steps)
+            c = run_case(100000, big_tracers, t, warmup=1, steps=steps, solver=a.solver)
             big.append(c)
             print(f"  large case, {t} thr: {c['ms']:.1f} ms/frame", flush=True)
         names = [k for k in big[0]["phases_ms"] if k != "total"]
@@ -134,7 +135,7 @@ def main(argv=None):
         ax[1].legend(fontsize=8)
         ax[1].grid(True, which="both", alpha=0.3)
         cpu = C.cpu_info()
-        fig.suptitle(f"vortonpy step cost vs vortons (noise lattice, tree solver) - {cpu['model']}, "
+        fig.suptitle(f"vortonpy step cost vs vortons (noise lattice, solver {a.solver}) - {cpu['model']}, "
                      f"{cpu['cpus']} CPUs", fontsize=10)
         fig.tight_layout()
         os.makedirs(C.RESULTS, exist_ok=True)
