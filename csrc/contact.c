@@ -51,24 +51,6 @@ static void place_contact(const vp_body *B, const double x[3], double sr, const 
     c->s2 = sr * sr;
 }
 
-/* Velocity at P induced by m vortons in double SoA F = [x | y | z | ax | ay | az | s^2]
- * (arrays of m): the kernel of vp_kernel_add, summed in one vectorised loop (adds to u). */
-VP_CLONES
-static void kernel_sum(size_t m, const double *restrict F, const double P[3], double u[3])
-{
-    const double *X = F, *Y = F + m, *Z = F + 2 * m, *AX = F + 3 * m, *AY = F + 4 * m, *AZ = F + 5 * m, *S2 = F + 6 * m;
-    double px = P[0], py = P[1], pz = P[2], u0 = 0, u1 = 0, u2 = 0;
-#pragma omp simd reduction(+ : u0, u1, u2)
-    for (size_t j = 0; j < m; j++) {
-        double r0 = px - X[j], r1 = py - Y[j], r2 = pz - Z[j];
-        double g = vp_kernel_g(r0 * r0 + r1 * r1 + r2 * r2, S2[j]);
-        u0 += g * (AY[j] * r2 - AZ[j] * r1);
-        u1 += g * (AZ[j] * r0 - AX[j] * r2);
-        u2 += g * (AX[j] * r1 - AY[j] * r0);
-    }
-    u[0] += VP_INV4PI * u0; u[1] += VP_INV4PI * u1; u[2] += VP_INV4PI * u2;
-}
-
 /* Row p of the Gram matrix A = G^T G, lower triangle: A[q] = g_p . g_q for q <= p, with
  * g_q = G + q len (columns of len doubles), four columns q at a time so that each g_p load
  * feeds four multiply-adds. */
@@ -231,7 +213,7 @@ int vp_sim_collide(vp_sim *s)
                 for (int a = 0; a < 3; a++) rr[a] = xi[a] - Bc.position[a];
                 double dist = sqrt(vp_dot3(rr, rr));
                 for (int a = 0; a < 3; a++) P[a] = Bc.position[a] + (dist > 0 ? Bc.radius * rr[a] / dist : (a == 0 ? Bc.radius : 0));
-                kernel_sum(nf, F, P, ug);
+                vp_kernel_sum_soa(nf, F, P, ug);
                 place_contact(&Bc, xi, rad[i], ug, &cs[q]);
             }
             free(F);

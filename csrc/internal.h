@@ -29,4 +29,7 @@ void vp_bodies_buoyancy(vp_sim *s);              /* 2.8 */
 int vp_emit(vp_sim *s);                          /* 2.10 */
 int vp_expire(vp_sim *s);                        /* 2.10 lifetimes */
 double *vp_sim_scratch(vp_sim *s, size_t doubles);
+/* Velocity at P induced by m vortons in double SoA F = [x | y | z | ax | ay | az | s^2]
+ * (arrays of m), the kernel of vp_kernel_add summed in one vectorised loop; adds to u (tree.c). */
+void vp_kernel_sum_soa(size_t m, const double *F, const double P[3], double u[3]);
 #endif

@@ -1170,10 +1170,12 @@ static PyObject *mod_kernel_velocity(PyObject *m, PyObject *args)
         goto done;
     npy_intp dims[2] = {m2, 3};
     if (!(out = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_DOUBLE))) goto done;
+    int st;
     Py_BEGIN_ALLOW_THREADS
-    vp_direct_velocity((size_t)n, PyArray_DATA(x), PyArray_DATA(a), PyArray_DATA(r), (size_t)m2, PyArray_DATA(p),
-                       PyArray_DATA(out), 1);
+    st = vp_direct_velocity((size_t)n, PyArray_DATA(x), PyArray_DATA(a), PyArray_DATA(r), (size_t)m2, PyArray_DATA(p),
+                            PyArray_DATA(out), 1);
     Py_END_ALLOW_THREADS
+    if (st) { Py_CLEAR(out); PyErr_NoMemory(); }
 done:
     Py_XDECREF(x); Py_XDECREF(a); Py_XDECREF(r); Py_XDECREF(p);
     return (PyObject *)out;

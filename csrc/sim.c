@@ -297,12 +297,12 @@ int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int s
     strengths(s, a);
     int st = VP_OK;
     if (solver == VP_SOLVER_DIRECT) {
-        vp_direct_velocity(n, s->vortons.position->data, a, s->vortons.radius->data, m, pts, vel, s->params.threads);
+        st = vp_direct_velocity(n, s->vortons.position->data, a, s->vortons.radius->data, m, pts, vel, s->params.threads);
         s->interactions = (uint64_t)n * m;
     } else {
         st = vp_tree_build(s->tree, n, s->vortons.position->data, a, s->vortons.radius->data, s->params.tree_leaf_size);
         if (!st) {
-            vp_tree_velocity(s->tree, s->params.tree_theta, m, pts, vel, s->params.threads);
+            st = vp_tree_velocity(s->tree, s->params.tree_theta, m, pts, vel, s->params.threads);
             s->interactions = vp_tree_last_interactions(s->tree);
         }
     }

@@ -306,24 +306,90 @@ static uint64_t eval_lists(const vp_tree *t, const ilist *L, const double x[3], 
     return (uint64_t)(L->n_far + L->n_near);
 }
 
-/* Velocity at arbitrary points: each point is its own group. */
-void vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *points, double *vel, int threads)
+/* Velocity at arbitrary points.  Points are binned into cells of about 16 points over their
+ * bounding box; each cell's points share one interaction list, built for the sphere around
+ * their own bounding box (so a list is valid for every point of its group, as in the grid
+ * path).  That amortises the traversal over the group and lets the near field run as longer
+ * batches.  Deterministic: a point's group does not depend on the threads. */
+int vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *points, double *vel, int threads)
 {
     (void)threads;
     uint64_t total = 0;
     int fail = 0;
-    if (t->n == 0) { memset(vel, 0, 3 * m * sizeof(double)); return; }
+    if (t->n == 0) { memset(vel, 0, 3 * m * sizeof(double)); return VP_OK; }
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t p = 0; p < m; p++)
+        for (int a = 0; a < 3; a++) {
+            double c = points[3 * p + a];
+            if (c < lo[a]) lo[a] = c;
+            if (c > hi[a]) hi[a] = c;
+        }
+    int nc[3] = {1, 1, 1};
+    double cell = 1.0;
+    if (m >= 32 && lo[0] <= hi[0] && lo[1] <= hi[1] && lo[2] <= hi[2] &&
+        isfinite(hi[0] - lo[0]) && isfinite(hi[1] - lo[1]) && isfinite(hi[2] - lo[2])) {
+        double vol = 1.0, ext[3];
+        for (int a = 0; a < 3; a++) { ext[a] = hi[a] - lo[a]; vol *= ext[a] > 0 ? ext[a] : 1e-300; }
+        cell = cbrt(vol / ((double)m / 16.0));
+        for (int a = 0; a < 3; a++) if (!(cell >= ext[a] * 1e-3)) cell = ext[a] * 1e-3;
+        if (!(cell > 0)) cell = 1.0;
+        double tot;
+        for (;;) {
+            tot = 1;
+            for (int a = 0; a < 3; a++) { nc[a] = (int)(ext[a] / cell) + 1; tot *= nc[a]; }
+            if (tot <= 4.0 * (double)m / 16.0 + 8) break;
+            cell *= 1.26;
+        }
+    } else {
+        for (int a = 0; a < 3; a++) lo[a] = 0;
+    }
+    size_t ncell = (size_t)nc[0] * nc[1] * nc[2];
+    size_t *start = calloc(ncell + 1, sizeof(size_t)), *order = malloc((m + 1) * sizeof(size_t)),
+           *cid = malloc((m + 1) * sizeof(size_t));
+    if (!start || !order || !cid) { free(start); free(order); free(cid); ((vp_tree *)t)->interactions = 0; return VP_ERR_NOMEM; }
+    for (size_t p = 0; p < m; p++) {
+        size_t c = 0, stride = 1;
+        for (int a = 0; a < 3; a++) {
+            double u = (points[3 * p + a] - lo[a]) / cell;
+            int i = u > 0 ? (u < nc[a] - 1 ? (int)u : nc[a] - 1) : 0; /* NaN: cell 0 */
+            c += (size_t)i * stride;
+            stride *= (size_t)nc[a];
+        }
+        cid[p] = c;
+        start[c + 1]++;
+    }
+    for (size_t c = 0; c < ncell; c++) start[c + 1] += start[c];
+    {   /* bucket order (counting sort by cell) */
+        size_t *fill = malloc((ncell + 1) * sizeof(size_t));
+        if (!fill) { free(start); free(order); free(cid); ((vp_tree *)t)->interactions = 0; return VP_ERR_NOMEM; }
+        memcpy(fill, start, ncell * sizeof(size_t));
+        for (size_t p = 0; p < m; p++) order[fill[cid[p]]++] = p;
+        free(fill);
+    }
 #pragma omp parallel num_threads(threads) reduction(+ : total, fail)
     {
         ilist L = {0};
-#pragma omp for schedule(dynamic, 16)
-        for (long p = 0; p < (long)m; p++) {
-            if (build_lists(t, theta, points + 3 * p, 0.0, &L)) { fail++; continue; }
-            total += eval_lists(t, &L, points + 3 * p, vel + 3 * p);
+#pragma omp for schedule(dynamic, 4)
+        for (long cc = 0; cc < (long)ncell; cc++) {
+            size_t q0 = start[cc], q1 = start[cc + 1];
+            if (q0 == q1) continue;
+            double blo[3] = {INFINITY, INFINITY, INFINITY}, bhi[3] = {-INFINITY, -INFINITY, -INFINITY}, gc[3], gr2 = 0;
+            for (size_t q = q0; q < q1; q++)
+                for (int a = 0; a < 3; a++) {
+                    double c = points[3 * order[q] + a];
+                    if (c < blo[a]) blo[a] = c;
+                    if (c > bhi[a]) bhi[a] = c;
+                }
+            for (int a = 0; a < 3; a++) { gc[a] = 0.5 * (blo[a] + bhi[a]); double hw = 0.5 * (bhi[a] - blo[a]); gr2 += hw * hw; }
+            if (!(gr2 >= 0) || !isfinite(gr2)) { gr2 = 0; gc[0] = gc[1] = gc[2] = NAN; }
+            if (build_lists(t, theta, gc, sqrt(gr2), &L)) { fail++; continue; }
+            for (size_t q = q0; q < q1; q++) total += eval_lists(t, &L, points + 3 * order[q], vel + 3 * order[q]);
         }
         free(L.far); free(L.near);
     }
+    free(start); free(order); free(cid);
     ((vp_tree *)t)->interactions = fail ? 0 : total;
+    return fail ? VP_ERR_NOMEM : VP_OK;
 }
 
 /* Velocity at every node of a grid: nodes are taken in blocks of 4x4x4 that share one
@@ -367,15 +433,41 @@ int vp_tree_velocity_grid(const vp_tree *t, double theta, const vp_grid *g, doub
     return fail ? VP_ERR_NOMEM : VP_OK;
 }
 
-void vp_direct_velocity(size_t n, const double *pos, const double *strength, const double *radius,
-                        size_t m, const double *points, double *vel, int threads)
+VP_CLONES
+void vp_kernel_sum_soa(size_t m, const double *restrict F, const double P[3], double u[3])
+{
+    const double *X = F, *Y = F + m, *Z = F + 2 * m, *AX = F + 3 * m, *AY = F + 4 * m, *AZ = F + 5 * m, *S2 = F + 6 * m;
+    double px = P[0], py = P[1], pz = P[2], u0 = 0, u1 = 0, u2 = 0;
+#pragma omp simd reduction(+ : u0, u1, u2)
+    for (size_t j = 0; j < m; j++) {
+        double r0 = px - X[j], r1 = py - Y[j], r2 = pz - Z[j];
+        double g = vp_kernel_g(r0 * r0 + r1 * r1 + r2 * r2, S2[j]);
+        u0 += g * (AY[j] * r2 - AZ[j] * r1);
+        u1 += g * (AZ[j] * r0 - AX[j] * r2);
+        u2 += g * (AX[j] * r1 - AY[j] * r0);
+    }
+    u[0] += VP_INV4PI * u0; u[1] += VP_INV4PI * u1; u[2] += VP_INV4PI * u2;
+}
+
+/* The direct sum (physics.md 2.2, the reference solver): float64 throughout, sources as one
+ * SoA copy and every point summed over all of them by the vectorised vp_kernel_sum_soa.
+ * Returns VP_ERR_NOMEM if the copy cannot be made. */
+int vp_direct_velocity(size_t n, const double *pos, const double *strength, const double *radius,
+                       size_t m, const double *points, double *vel, int threads)
 {
     (void)threads;
+    double *F = malloc((7 * n + 1) * sizeof(double));
+    if (!F) return VP_ERR_NOMEM;
+    for (size_t j = 0; j < n; j++) {
+        for (int a = 0; a < 3; a++) { F[a * n + j] = pos[3 * j + a]; F[(3 + a) * n + j] = strength[3 * j + a]; }
+        F[6 * n + j] = radius[j] * radius[j];
+    }
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long p = 0; p < (long)m; p++) {
         double u[3] = {0, 0, 0};
-        for (size_t j = 0; j < n; j++)
-            vp_kernel_add(points + 3 * p, pos + 3 * j, strength + 3 * j, radius[j] * radius[j], u);
+        vp_kernel_sum_soa(n, F, points + 3 * p, u);
         vel[3 * p] = u[0]; vel[3 * p + 1] = u[1]; vel[3 * p + 2] = u[2];
     }
+    free(F);
+    return VP_OK;
 }

@@ -139,15 +139,15 @@ void vp_tree_free(vp_tree *t);
 int vp_tree_build(vp_tree *t, size_t n, const double *pos, const double *strength,
                   const double *radius, int leaf_size);
 /* Velocity at m points; theta is the opening angle (accuracy knob, smaller = exact). */
-void vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *points,
-                      double *vel, int threads);
+int vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *points,
+                     double *vel, int threads);
 /* Velocity at every node of a grid (blocks of nodes share interaction lists). */
 int vp_tree_velocity_grid(const vp_tree *t, double theta, const vp_grid *g, double *vel, int threads);
 size_t vp_tree_node_count(const vp_tree *t);
 uint64_t vp_tree_last_interactions(const vp_tree *t); /* pair + node interactions of last call */
 
-/* Direct O(N M) Biot-Savart sum (the reference solver). */
-void vp_direct_velocity(size_t n, const double *pos, const double *strength, const double *radius,
+/* Direct O(N M) Biot-Savart sum (the reference solver); VP_ERR_NOMEM if out of memory. */
+int vp_direct_velocity(size_t n, const double *pos, const double *strength, const double *radius,
                         size_t m, const double *points, double *vel, int threads);
 
 /* ---------------------------------------------------------------- simulation */
