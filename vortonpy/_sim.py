@@ -268,6 +268,33 @@ class Sim(_core.Sim):
                  grid_max_points=self.grid_max_points)
         return p
 
+    def sort_tracers(self) -> np.ndarray:
+        """Reorder the tracers in place so that tracers close in space are close in memory
+        (sorted by cell of the velocity grid: z, then y, then x) and return the permutation
+        ``order`` (new tracer ``i`` is old tracer ``order[i]``); apply it to any per-tracer
+        arrays of your own, e.g. ``colours = colours[order]``.
+
+        Tracer advection reads the velocity cells around each tracer; in random order, with
+        many tracers on a large grid, every lookup misses the cache, and sorting makes the
+        lookups of neighbouring tracers hit the same cells (1e6 tracers on a 49^3 grid
+        advect about 2x faster, ``benchmarks/bench_scaling.py``).  Emitted tracers start out
+        well ordered; mixing scrambles them slowly, so an occasional call (every few hundred
+        frames) is enough.  The simulation itself is unchanged: only indices move."""
+        n = len(self.tracers)
+        order = np.arange(n, dtype=np.intp)
+        if n < 2:
+            return order
+        x = self._view("tracers", "position")
+        lo = x.min(axis=0)
+        g = self.grid()
+        h = g["spacing"] if g["spacing"] > 0 else float(np.max(x.max(axis=0) - lo)) / 64 or 1.0
+        c = np.minimum((x - lo) / h, 2.0 ** 20 - 1).astype(np.int64)  # 20 bits an axis
+        order = np.argsort((c[:, 2] << 40) | (c[:, 1] << 20) | c[:, 0], kind="stable")
+        for f in ("position", "velocity", "density", "age"):
+            v = self._view("tracers", f)
+            v[...] = v[order]
+        return order
+
     # ---------------------------------------------------------------- checkpoints
     def save(self, path) -> None:
         """Write the complete state to ``path`` (a ``.npz``).  Atomic: written to a temporary
