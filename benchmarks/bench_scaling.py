@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 import vortonpy as vp  # noqa: E402
 
 
-def run_case(n, tracers, threads, warmup, steps, seed=0, solver="auto"):
+def run_case(n, tracers, threads, warmup, steps, seed=0, solver="auto", sort=False):
     p, w, r = C.noise_lattice(n, seed=seed)
     sim = vp.Sim(threads=threads, viscosity=0.01, gravity=(0, 0, -10), solver=solver)
     sim.add_vortons(p, w, r)
@@ -30,13 +30,15 @@ def run_case(n, tracers, threads, warmup, steps, seed=0, solver="auto"):
         rng = np.random.default_rng(seed + 1)
         sim.add_tracers(rng.random((int(tracers), 3)) - 0.5)
     sim.step(warmup)
+    if sort:
+        sim.sort_tracers()
     times, phases = [], {}
     for _ in range(steps):
         _, ms = C.timed(sim.step)
         times.append(ms)
         for k, v in sim.timings.items():
             phases.setdefault(k, []).append(v)
-    return dict(solver=solver, vortons=len(sim.vortons), tracers=len(sim.tracers), threads=threads, step_times_ms=times,
+    return dict(solver=solver, sorted_tracers=sort, vortons=len(sim.vortons), tracers=len(sim.tracers), threads=threads, step_times_ms=times,
                 ms=C.median(times), min_ms=float(np.min(times)), interactions=int(sim.interactions),
                 grid_shape=list(sim.grid()["shape"]), phases_ms={k: C.median(v) for k, v in phases.items()})
 
@@ -92,17 +94,28 @@ def main(argv=None):
     big = []
     if not a.no_big:
         for t in a.threads:
-            if a.wait_quiet:
-                C.wait_quiet(a.wait_quiet)
-            c = run_case(100000, big_tracers, t, warmup=1, steps=steps, solver=a.solver)
-            big.append(c)
-            print(f"  large case, {t} thr: {c['ms']:.1f} ms/frame", flush=True)
-        names = [k for k in big[0]["phases_ms"] if k != "total"]
-        print(f"\nLarge case: {big[0]['vortons']} vortons + {big[0]['tracers']} tracers (target 33 ms/frame, aim 16.7):\n")
-        print(C.md_table(["thr", "ms/frame", "target 33", "aim 16.7"] + names,
-                         [[c["threads"], c["ms"], "met" if c["ms"] <= 33.3 else f"{c['ms'] / 33.3:.1f}x over",
+            for sort in (False, True):
+                if a.wait_quiet:
+                    C.wait_quiet(a.wait_quiet)
+                c = run_case(100000, big_tracers, t, warmup=1, steps=steps, solver=a.solver, sort=sort)
+                c["tracer_GBps"] = c["tracers"] * 80 / (c["phases_ms"]["advect_tracers"] * 1e-3) / 1e9
+                big.append(c)
+                print(f"  large case, {t} thr, tracers {'sorted' if sort else 'random'}: {c['ms']:.1f} ms/frame",
+                      flush=True)
+        names = [k for k in big[0]["phases_ms"] if k != "total" and max(c["phases_ms"][k] for c in big) > 0.05]
+        print(f"\nLarge case: {big[0]['vortons']} vortons + {big[0]['tracers']} tracers (target 33 ms/frame, aim 16.7),"
+              " tracers in random order and after sim.sort_tracers(); tracer GB/s counts 80 bytes a tracer:\n")
+        print(C.md_table(["thr", "tracers", "ms/frame", "target 33", "aim 16.7"] + names + ["tracer GB/s"],
+                         [[c["threads"], "sorted" if c["sorted_tracers"] else "random", c["ms"],
+                           "met" if c["ms"] <= 33.3 else f"{c['ms'] / 33.3:.1f}x over",
                            "met" if c["ms"] <= 16.7 else f"{c['ms'] / 16.7:.1f}x over"]
-                          + [c["phases_ms"][k] for k in names] for c in big]))
+                          + [c["phases_ms"][k] for k in names] + [c["tracer_GBps"]] for c in big]))
+        ceil = C.machine_ceilings(tuple(sorted(set(a.threads) | {1})))
+        print("\nMemory bandwidth (STREAM copy): " + ", ".join(f"{v:.1f} GB/s at {t} thr" for t, v in
+                                                              ceil["stream_GBps"].items()))
+        big_ceil = ceil
+    else:
+        big_ceil = None
 
     png = os.path.join(C.RESULTS, "scaling_quick.png" if a.quick else "scaling.png")
     try:
@@ -121,6 +134,8 @@ def main(argv=None):
             ax[0].loglog(n, c0["ms"] * n / n[0], "k:", lw=1, label="O(N) from the smallest")
             ax[0].loglog(n, c0["ms"] * (n / n[0]) * np.log(n) / np.log(n[0]), "k--", lw=1, label="O(N log N)")
         for c in big:
+            if c["sorted_tracers"]:
+                continue
             ax[0].plot([c["vortons"]], [c["ms"]], "s", ms=9, mfc="none",
                        label=f"+{c['tracers']:.0e} tracers, {c['threads']} thr")
         ax[0].axhline(33.3, color="r", lw=0.8, ls="--")
@@ -144,7 +159,7 @@ def main(argv=None):
     except ImportError:
         print("\n(matplotlib not installed: no plot)")
     out = C.write_json("scaling_quick.json" if a.quick else "scaling.json",
-                       dict(args=vars(a), cases=cases, large_case=big))
+                       dict(args=vars(a), cases=cases, large_case=big, machine_ceilings=big_ceil))
     print(f"wrote {os.path.relpath(out, C.REPO)}")
 
 

@@ -163,8 +163,28 @@ def main(argv=None):
             rows.append([name, t] + [ph[k] for k in phase_names] + [ph["total"]])
     print("\nPhase breakdown (sim.timings, ms, mean over the timed frames, median over repeats):\n")
     print(C.md_table(["scene", "thr"] + phase_names + ["total"], rows))
+    ceil = None
+    if 1 in ts and len(ts) > 1:
+        t2 = max(ts)
+        ceil = C.machine_ceilings((1, t2))
+        bw, cr = ceil["stream_GBps"], ceil["compute_per_s"]
+        print(f"\nThis machine's ceilings: memory bandwidth (STREAM copy) {bw[1]:.1f} GB/s at 1 thread, "
+              f"{bw[t2]:.1f} at {t2}; a compute-bound loop runs {cr[t2] / cr[1]:.2f}x faster on {t2} threads.")
+        print(f"\nSpeed-up 1 -> {t2} threads per phase (phases over 0.05 ms at 1 thread; target >= 1.7x for "
+              "phases that are not memory-bound).  Tracer advection moves 80 bytes per tracer per step "
+              "(position read and written, velocity and density written): its GB/s is compared with the "
+              "bandwidth.\n")
+        rows = []
+        for name, r in results_ok.items():
+            p1, p2 = r["threads"][1]["phases_ms"], r["threads"][t2]["phases_ms"]
+            cells = [f"{k} {p1[k] / p2[k]:.2f}x" for k in phase_names if p1[k] > 0.05 and p2[k] > 0]
+            gbs = r["tracers"] * 80 / (p2["advect_tracers"] * 1e-3) / 1e9 if p2["advect_tracers"] > 0 else 0.0
+            r["phase_speedup"] = {k: p1[k] / p2[k] for k in phase_names if p1[k] > 0.05 and p2[k] > 0}
+            r["tracer_GBps"] = gbs
+            rows.append([name, ", ".join(cells), f"{gbs:.1f} ({gbs / bw[t2]:.0%})" if gbs else ""])
+        print(C.md_table(["scene", "phase speed-ups", f"tracers GB/s at {t2} thr (of bandwidth)"], rows))
     out = C.write_json("scenes_quick.json" if a.quick else "scenes.json",
-                       dict(args=vars(a), repeats=repeats, frames=frames, results=results))
+                       dict(args=vars(a), repeats=repeats, frames=frames, results=results, machine_ceilings=ceil))
     print(f"\nwrote {os.path.relpath(out, C.REPO)}")
 
 
