@@ -67,17 +67,24 @@ def phiflow_worker(frames: int, resolution: int, tol: float) -> dict:
         v, p = fluid.make_incompressible(v, (obstacle,), Solve("CG", tol, tol, x0=p, suppress=(math.NotConverged,)))
         return v, T, p
 
-    times = []
+    times, stopped = [], None
     t_all = time.perf_counter()
-    for _ in range(frames):
+    for k in range(frames):
         t0 = time.perf_counter()
-        v, T, p = step(v, T, p)
+        try:
+            v, T, p = step(v, T, p)
+        except math.Diverged as e:  # CG blew up: the run cannot go on; rate over the frames done
+            stopped = f"pressure solve diverged at frame {k + 1}: {str(e).splitlines()[0][:120]}"
+            break
         times.append(time.perf_counter() - t0)
-    wall = time.perf_counter() - t_all
+    wall = sum(times)
+    done = len(times)
     vmax = float(math.max(abs(v.at_centers().values)))
     return dict(version=phi.__version__, backend="numpy", resolution=[n, n, n], cells=n ** 3, cell_size=h,
-                frames=frames, simulated_time=frames * DT, wall_s=wall, fps=frames / wall,
-                median_frame_ms=1e3 * sorted(times)[len(times) // 2], first_frame_ms=1e3 * times[0],
+                frames=done, frames_asked=frames, stopped=stopped, simulated_time=done * DT, wall_s=wall,
+                fps=done / wall if wall > 0 else float("nan"),
+                median_frame_ms=1e3 * sorted(times)[done // 2] if done else float("nan"),
+                first_frame_ms=1e3 * times[0] if done else float("nan"),
                 max_speed=vmax, max_temperature_excess=float(math.max(T.values)))
 
 
@@ -154,13 +161,16 @@ def main(argv=None):
             print("  PhiFlow failed:\n" + pr.stderr[-3000:])
         else:
             phi_res = json.loads(pr.stdout.strip().splitlines()[-1])
-            print(f"  PhiFlow {phi_res['version']} ({a.resolution}^3, numpy): {phi_res['fps']:.2f} fps", flush=True)
+            print(f"  PhiFlow {phi_res['version']} ({a.resolution}^3, numpy): {phi_res['fps']:.2f} fps over "
+                  f"{phi_res['frames']} frames" + (f" (stopped: {phi_res['stopped']})" if phi_res["stopped"] else ""),
+                  flush=True)
 
     rows = [[f"vortonpy hot_ball, {r['threads']} thr", f"~{r['vortons_end']} vortons + {r['tracers_end']} tracers "
              f"(grid {'x'.join(map(str, r['grid_shape']))}, h={r['grid_spacing']:.3f})", r["wall_s"], r["fps"],
              (r["fps"] / phi_res["fps"]) if phi_res else float("nan")] for r in vres]
     if phi_res:
-        rows.append([f"PhiFlow {phi_res['version']} (NumPy)", f"{a.resolution}^3 grid (h={phi_res['cell_size']:.3f})",
+        rows.append([f"PhiFlow {phi_res['version']} (NumPy)", f"{a.resolution}^3 grid (h={phi_res['cell_size']:.3f})"
+                 + (f", stopped after {phi_res['frames']} frames" if phi_res.get("stopped") else ""),
                      phi_res["wall_s"], phi_res["fps"], 1.0])
     print()
     print(C.md_table(["simulator", "resolution", "wall s", "frames/s", "ratio to PhiFlow"], rows))
