@@ -82,11 +82,22 @@ def machine() -> dict:
                 date=datetime.datetime.now().isoformat(timespec="seconds"))
 
 
+def _best_parallel(fn, threads: int, repeats: int) -> float:
+    """Best wall time in seconds of ``fn(0) .. fn(threads - 1)`` run at once on a thread pool."""
+    from concurrent.futures import ThreadPoolExecutor
+    best = float("inf")
+    with ThreadPoolExecutor(threads) as ex:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            list(ex.map(fn, range(threads)))
+            best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def stream_bandwidth(threads: int = 1, mb: int = 256, repeats: int = 5) -> float:
     """This machine's memory bandwidth in GB/s, STREAM "copy" style: the best of ``repeats``
     NumPy copies of a ``mb`` MiB array (far larger than the caches), split across ``threads``
     Python threads (NumPy releases the GIL while copying), counting bytes read + written."""
-    from concurrent.futures import ThreadPoolExecutor
     n = mb * 2 ** 20 // 8
     src, dst = np.ones(n), np.zeros(n)
     cut = np.linspace(0, n, threads + 1).astype(int)
@@ -94,20 +105,13 @@ def stream_bandwidth(threads: int = 1, mb: int = 256, repeats: int = 5) -> float
     def part(k):
         np.copyto(dst[cut[k]:cut[k + 1]], src[cut[k]:cut[k + 1]])
 
-    best = float("inf")
-    with ThreadPoolExecutor(threads) as ex:
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            list(ex.map(part, range(threads)))
-            best = min(best, time.perf_counter() - t0)
-    return 2 * n * 8 / best / 1e9
+    return 2 * n * 8 / _best_parallel(part, threads, repeats) / 1e9
 
 
 def compute_rate(threads: int = 1, reps: int = 300, repeats: int = 5) -> float:
     """A compute-bound ceiling for thread scaling: NumPy exp of cache-resident arrays, one per
     Python thread (the GIL is released in the loop); best of ``repeats``, in exps per second.
     rate(2) / rate(1) is what two threads can gain on this machine at best."""
-    from concurrent.futures import ThreadPoolExecutor
     m = 16384
     rng = np.random.default_rng(0)
     arrs = [rng.random(m) for _ in range(threads)]
@@ -117,13 +121,7 @@ def compute_rate(threads: int = 1, reps: int = 300, repeats: int = 5) -> float:
         for _ in range(reps):
             np.exp(arrs[k], out=outs[k])
 
-    best = float("inf")
-    with ThreadPoolExecutor(threads) as ex:
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            list(ex.map(work, range(threads)))
-            best = min(best, time.perf_counter() - t0)
-    return threads * reps * m / best
+    return threads * reps * m / _best_parallel(work, threads, repeats)
 
 
 def machine_ceilings(threads=(1, 2)) -> dict:
