@@ -16,11 +16,14 @@
  * kernel is renormalised for the cut so its second moment stays exactly 2.  The scheme needs the
  * particles to overlap: spacing at most about e (pse_width >= 1 on a lattice of spacing
  * V^(1/3)); a sparser set under-resolves the Laplacian and diffuses too slowly.
- * Race-free and deterministic: each particle gathers from its neighbours (no scatter),
- * visiting them in a fixed cell order. */
+ * Each pair is evaluated once and its exchange added to both particles; the work is split
+ * into planes of cells coloured so that no two planes running together write to the same
+ * particle, so it is race-free and every sum is taken in a fixed order: the result is
+ * bitwise the same for any thread count. */
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <stdint.h>
 #include "internal.h"
 #include "kernel.h"
 #include "grid_inline.h"
@@ -46,37 +49,56 @@ static inline double vp_exp_neg(double t)
  * symmetric. */
 static inline float vp_exp_negf(float t)
 {
-    static const float c[7] = {-1.0f / 5040.0f, 1.0f / 720.0f, -1.0f / 120.0f, 1.0f / 24.0f,
-                               -1.0f / 6.0f,    0.5f,          -1.0f}; /* (-1)^k / k!, k = 7..1 */
-    float f = t * 0.0625f, p = 1.0f / 40320.0f;
-    for (int i = 0; i < 7; i++) p = p * f + c[i];
-    p = p * f + 1.0f;
+    /* Estrin's scheme: the dependency chain is 4 operations deep instead of Horner's 8, which
+     * matters because the PSE loop body is too long for the CPU to overlap iterations */
+    float f = t * 0.0625f, f2 = f * f, f4 = f2 * f2;
+    float a = 1.0f - f, b = 0.5f - f * (1.0f / 6.0f), c = 1.0f / 24.0f - f * (1.0f / 120.0f),
+          d = 1.0f / 720.0f - f * (1.0f / 5040.0f);
+    float p = (a + b * f2) + ((c + d * f2) + (1.0f / 40320.0f) * f4) * f4;
     p = p * p; p = p * p; p = p * p; p = p * p;
     return p;
 }
 
-/* Sums over m candidate neighbours j (a contiguous SoA batch) of one vorton q:
- * sum_j eta'(x_q - x_j) V_j / e^2 (w_j - w_q) and the same for T, with eta' =
- * exp(-r^2/e^2)/e^3 (the caller multiplies by the normalisation).  The pair weight is
- * computed from symmetric quantities, so it is bitwise the same for (q, j) and (j, q): the
- * exchange is antisymmetric to rounding.  j == q contributes zero; pairs beyond the cutoff
- * are masked (the whole batch is computed, vectorised). */
+/* One vorton q against m candidate neighbours j (a contiguous SoA batch), each pair once:
+ * with the symmetric pair weight g = exp(-r^2/e_qj^2) / e_qj^3 (e_qj the pair's mean
+ * spacing; the caller multiplies by the normalisation), q gains g V_j (a_j - a_q) and j gains
+ * g V_q (a_q - a_j) for a = nu_qj w and for T: equal and opposite strength (w V) and heat
+ * (T V) exchanges, so both are conserved to rounding.  The weight is computed in float32
+ * (8 lanes; positions relative to the cell list's corner, so the differences keep ~1e-6 e)
+ * from symmetric quantities only, so it is bitwise the same from either side; the volumes,
+ * the differences of w and T and all sums stay in double.  Candidates with K[j] <= kq (the
+ * query's own row at or before it: those pairs are taken from the other side) and pairs
+ * beyond the cutoff are masked; the whole batch is computed, vectorised. */
 VP_CLONES
-static void vp_pse_sum(size_t m, const double *restrict X, const double *restrict Y, const double *restrict Z,
-                       const double *restrict E, const double *restrict V, const double *restrict WX,
-                       const double *restrict WY, const double *restrict WZ, const double *restrict T,
-                       const double *restrict NU, const double q[9], double cut2, double acc[4])
+static void vp_pse_pairs(size_t m, const float *restrict X, const float *restrict Y, const float *restrict Z,
+                         const float *restrict E, const float *restrict NU, const int32_t *restrict K,
+                         const double *restrict V, const double *restrict WX, const double *restrict WY,
+                         const double *restrict WZ, const double *restrict T, double *restrict OX,
+                         double *restrict OY, double *restrict OZ, double *restrict OT, float *restrict G,
+                         float *restrict GW, const float qf[5], int32_t kq, const double qd[5], float cut2,
+                         double acc[4])
 {
-    double xq = q[0], yq = q[1], zq = q[2], eq = q[3], wx = q[4], wy = q[5], wz = q[6], tq = q[7], nq = q[8];
+    float xq = qf[0], yq = qf[1], zq = qf[2], eq = qf[3], nq = qf[4];
+    double vq = qd[0], wx = qd[1], wy = qd[2], wz = qd[3], tq = qd[4];
+    /* two passes: the float weights, then the double exchange (each loop's registers fit,
+     * and the shorter dependency chains overlap: ~20% faster than one fused loop) */
+#pragma omp simd
+    for (size_t j = 0; j < m; j++) {
+        float dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
+        float r2 = dx * dx + dy * dy + dz * dz;
+        float inv = 1.0f / (0.5f * (eq + E[j])), inv2 = inv * inv, u = r2 * inv2;
+        float inside = (u <= cut2 ? 1.0f : 0.0f) * (K[j] > kq ? 1.0f : 0.0f), uc = u < cut2 ? u : cut2;
+        float gf = inside * vp_exp_negf(uc) * (inv2 * inv2 * inv);
+        G[j] = gf; GW[j] = gf * (0.5f * (nq + NU[j]));
+    }
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
     for (size_t j = 0; j < m; j++) {
-        double dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
-        double r2 = dx * dx + dy * dy + dz * dz;
-        double inv = 1.0 / (0.5 * (eq + E[j])), inv2 = inv * inv, u = r2 * inv2;
-        double inside = u <= cut2, uc = u < cut2 ? u : cut2;
-        double f = inside * (double)vp_exp_negf((float)uc) * (inv2 * inv2 * inv) * V[j], fw = f * (0.5 * (nq + NU[j]));
-        s0 += fw * (WX[j] - wx); s1 += fw * (WY[j] - wy); s2 += fw * (WZ[j] - wz); s3 += f * (T[j] - tq);
+        double g = G[j], gw = GW[j];
+        double aw = gw * V[j], bw = gw * vq, at = g * V[j], bt = g * vq;
+        double ax = WX[j] - wx, ay = WY[j] - wy, az = WZ[j] - wz, dT = T[j] - tq;
+        s0 += aw * ax; s1 += aw * ay; s2 += aw * az; s3 += at * dT;
+        OX[j] -= bw * ax; OY[j] -= bw * ay; OZ[j] -= bw * az; OT[j] -= bt * dT;
     }
     acc[0] += s0; acc[1] += s1; acc[2] += s2; acc[3] += s3;
 }
@@ -178,88 +200,122 @@ int vp_diffuse(vp_sim *s)
     const double m4 = 3.0 * sqrt(VP_PI) / 8.0;
     const double kept = (m4 * erf(cut) - exp(-cut * cut) * (0.5 * cut * cut * cut + 0.75 * cut)) / m4;
     const double norm = 4.0 / (VP_PI * sqrt(VP_PI)) / kept;
-    /* sorted double SoA copies: x y z e V wx wy wz T, and outputs dw (3) dT in sorted order */
-    double *so = malloc(14 * n * sizeof(double));
+    /* sorted copies, one record per vorton (x y z e V wx wy wz T nu: a batch gathers whole
+     * records, a few streams instead of one per field), and the accumulated outputs (dwx dwy
+     * dwz dT) per vorton in sorted order */
+    enum { NF = 10 };
+    double *so = malloc((NF + 4) * n * sizeof(double));
     if (!so) { free(start); free(order); free(cid); return VP_ERR_NOMEM; }
-    double *X = so, *Y = so + n, *Z = so + 2 * n, *E = so + 3 * n, *VV = so + 4 * n, *WX = so + 5 * n,
-           *WY = so + 6 * n, *WZ = so + 7 * n, *TT = so + 8 * n, *OW = so + 9 * n, *OT = so + 12 * n,
-           *NU = so + 13 * n;
+    double *R = so, *O = so + NF * n;
     for (size_t q = 0; q < n; q++) {
         size_t i = order[q];
-        X[q] = x[3 * i]; Y[q] = x[3 * i + 1]; Z[q] = x[3 * i + 2]; E[q] = e[i]; VV[q] = V[i];
-        WX[q] = w[3 * i]; WY[q] = w[3 * i + 1]; WZ[q] = w[3 * i + 2]; TT[q] = T[i]; NU[q] = nui[i];
+        double *rq = R + NF * q;
+        rq[0] = x[3 * i] - lo[0]; rq[1] = x[3 * i + 1] - lo[1]; rq[2] = x[3 * i + 2] - lo[2];
+        rq[3] = e[i]; rq[4] = V[i];
+        rq[5] = w[3 * i]; rq[6] = w[3 * i + 1]; rq[7] = w[3 * i + 2]; rq[8] = T[i]; rq[9] = nui[i];
+        O[4 * q] = 0; O[4 * q + 1] = 0; O[4 * q + 2] = 0; O[4 * q + 3] = 0;
     }
-    /* Per row of cells (fixed cy, cz): the 5 x 5 neighbour rows (+-2 in y and z) are copied
-     * into one batch ordered by x cell, so the candidates of any vorton of the row, the cells
-     * cx-2..cx+2 of those rows, are one contiguous range of it; each vorton then sums over its
-     * range in one long vectorised loop.  (Per-row calls were ~10 long; a batch per cell
-     * copied 25 rows for every ~3 vortons.) */
-    const long nrow = (long)nc[1] * nc[2];
+    /* Each pair once.  A row of cells (fixed cy, cz) takes its pairs with itself and with its
+     * 12 "forward" rows (dz = 0 and dy = 1..2, or dz = 1..2 and dy = -2..2): every pair of
+     * rows within +-2 cells is then handled exactly once.  The 13 rows are copied into one
+     * batch ordered by x cell, so the candidates of any vorton of the row (cells cx-2..cx+2 of
+     * those rows) are one contiguous range of it; in the own row, only vortons after the query
+     * in sorted order count (the key mask), the others met it from their side.  Both sides'
+     * sums go to the batch and are added back to the rows afterwards.  A task is a plane of
+     * rows (fixed cz), taken in cy order so that consecutive batches share 12 of their 13 rows
+     * in cache; it writes to its plane and the next two, so the planes are coloured by cz
+     * mod 3 and the 3 colours run one after another: every output is accumulated in a fixed
+     * order and the result does not depend on the thread count. */
+    static const int fwd[13][2] = {{0, 0}, {1, 0}, {2, 0}, {-2, 1}, {-1, 1}, {0, 1}, {1, 1}, {2, 1},
+                                   {-2, 2}, {-1, 2}, {0, 2}, {1, 2}, {2, 2}}; /* (dy, dz) */
     size_t maxc = 0;
-    for (long rr = 0; rr < nrow; rr++) {
-        int cy = (int)(rr % nc[1]), cz = (int)(rr / nc[1]);
-        size_t r0 = (size_t)nc[0] * (size_t)rr;
-        if (start[r0 + nc[0]] == start[r0]) continue;
-        size_t m = 0;
-        for (int kz = cz - 2; kz <= cz + 2; kz++)
-            for (int ky = cy - 2; ky <= cy + 2; ky++) {
-                if (kz < 0 || kz >= nc[2] || ky < 0 || ky >= nc[1]) continue;
+    for (int cz = 0; cz < nc[2]; cz++)
+        for (int cy = 0; cy < nc[1]; cy++) {
+            size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
+            if (start[r0 + nc[0]] == start[r0]) continue;
+            size_t m = 0;
+            for (int f = 0; f < 13; f++) {
+                int ky = cy + fwd[f][0], kz = cz + fwd[f][1];
+                if (kz >= nc[2] || ky < 0 || ky >= nc[1]) continue;
                 size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
                 m += start[row + nc[0]] - start[row];
             }
-        if (m > maxc) maxc = m;
-    }
+            if (m > maxc) maxc = m;
+        }
     int nomem = 0;
 #pragma omp parallel num_threads(threads) reduction(| : nomem)
     {
-        double *bb = malloc(10 * (maxc + 1) * sizeof(double));
-        size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t));
-        if (!bb || !xoff) nomem = 1;
-        double *const src[10] = {X, Y, Z, E, VV, WX, WY, WZ, TT, NU};
+        double *bb = malloc(9 * (maxc + 1) * sizeof(double));
+        float *bf = malloc(8 * (maxc + 8) * sizeof(float)); /* 6 fields, 2 weight buffers */
+        size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
+        if (!bb || !bf || !xoff || !idx) nomem = 1;
+        for (int col = 0; col < 3; col++) {
 #pragma omp for schedule(dynamic, 1)
-        for (long rr = 0; rr < nrow; rr++) {
-            int cy = (int)(rr % nc[1]), cz = (int)(rr / nc[1]);
-            size_t r0 = (size_t)nc[0] * (size_t)rr;
-            if (!bb || !xoff || start[r0 + nc[0]] == start[r0]) continue;
-            size_t rows[25];
-            int nr = 0;
-            for (int kz = cz - 2; kz <= cz + 2; kz++)
-                for (int ky = cy - 2; ky <= cy + 2; ky++)
-                    if (kz >= 0 && kz < nc[2] && ky >= 0 && ky < nc[1])
+            for (int cz = col; cz < nc[2]; cz += 3)
+            for (int cy = 0; cy < nc[1]; cy++) {
+                size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
+                if (!bb || !bf || !xoff || !idx || start[r0 + nc[0]] == start[r0]) continue;
+                size_t rows[13];
+                int nr = 0;
+                for (int f = 0; f < 13; f++) {
+                    int ky = cy + fwd[f][0], kz = cz + fwd[f][1];
+                    if (kz < nc[2] && ky >= 0 && ky < nc[1])
                         rows[nr++] = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
-            size_t m = 0;
-            for (int cx = 0; cx < nc[0]; cx++) {
-                xoff[cx] = m;
-                for (int k = 0; k < nr; k++) {
-                    size_t j0 = start[rows[k] + cx], j1 = start[rows[k] + cx + 1];
-                    for (int f = 0; f < 10; f++) {
-                        const double *sf = src[f] + j0;
-                        double *df = bb + f * maxc + m;
-                        for (size_t j = 0; j < j1 - j0; j++) df[j] = sf[j];
+                }
+                /* batch fields: float x y z e nu key; double V wx wy wz T, sums dwx dwy dwz dT */
+                float *fb[5];
+                int32_t *kb = (int32_t *)(bf + 5 * (maxc + 8)); /* own-row key */
+                double *b[9];
+                for (int f = 0; f < 5; f++) fb[f] = bf + f * (maxc + 8);
+                for (int f = 0; f < 9; f++) b[f] = bb + f * (maxc + 1);
+                /* the batch's sorted indices, by x cell then row */
+                size_t m = 0;
+                for (int cx = 0; cx < nc[0]; cx++) {
+                    xoff[cx] = m;
+                    for (int k = 0; k < nr; k++) {
+                        size_t j0 = start[rows[k] + cx], j1 = start[rows[k] + cx + 1];
+                        for (size_t j = j0; j < j1; j++) idx[m++] = j;
                     }
-                    m += j1 - j0;
                 }
-            }
-            xoff[nc[0]] = m;
-            for (int cx = 0; cx < nc[0]; cx++) {
-                size_t b0 = xoff[cx > 1 ? cx - 2 : 0], b1 = xoff[cx + 3 < nc[0] ? cx + 3 : nc[0]];
-                for (size_t q = start[r0 + cx]; q < start[r0 + cx + 1]; q++) {
-                    const double qd[9] = {X[q], Y[q], Z[q], E[q], WX[q], WY[q], WZ[q], TT[q], NU[q]};
-                    double acc[4] = {0, 0, 0, 0};
-                    vp_pse_sum(b1 - b0, bb + b0, bb + maxc + b0, bb + 2 * maxc + b0, bb + 3 * maxc + b0,
-                               bb + 4 * maxc + b0, bb + 5 * maxc + b0, bb + 6 * maxc + b0, bb + 7 * maxc + b0,
-                               bb + 8 * maxc + b0, bb + 9 * maxc + b0, qd, cut * cut, acc);
-                    OW[3 * q] = dt * norm * acc[0]; OW[3 * q + 1] = dt * norm * acc[1];
-                    OW[3 * q + 2] = dt * norm * acc[2]; OT[q] = kappa * dt * norm * acc[3];
+                xoff[nc[0]] = m;
+                const size_t own0 = start[r0], own1 = start[r0 + nc[0]];
+                for (size_t k = 0; k < m; k++) {
+                    const double *rk = R + NF * idx[k];
+                    fb[0][k] = (float)rk[0]; fb[1][k] = (float)rk[1]; fb[2][k] = (float)rk[2];
+                    fb[3][k] = (float)rk[3]; fb[4][k] = (float)rk[9];
+                    kb[k] = idx[k] >= own0 && idx[k] < own1 ? (int32_t)(idx[k] - own0) : INT32_MAX; /* n < 2^31 */
+                    b[0][k] = rk[4]; b[1][k] = rk[5]; b[2][k] = rk[6]; b[3][k] = rk[7]; b[4][k] = rk[8];
                 }
-            }
+                for (int f = 5; f < 9; f++) memset(b[f], 0, m * sizeof(double));
+                for (int cx = 0; cx < nc[0]; cx++) {
+                    size_t b0 = xoff[cx > 1 ? cx - 2 : 0], b1 = xoff[cx + 3 < nc[0] ? cx + 3 : nc[0]];
+                    for (size_t q = start[r0 + cx]; q < start[r0 + cx + 1]; q++) {
+                        const double *rq = R + NF * q;
+                        const float qf[5] = {(float)rq[0], (float)rq[1], (float)rq[2], (float)rq[3], (float)rq[9]};
+                        const double qd[5] = {rq[4], rq[5], rq[6], rq[7], rq[8]};
+                        double acc[4] = {0, 0, 0, 0};
+                        vp_pse_pairs(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
+                                     kb + b0, b[0] + b0, b[1] + b0, b[2] + b0, b[3] + b0, b[4] + b0,
+                                     b[5] + b0, b[6] + b0, b[7] + b0, b[8] + b0, bf + 6 * (maxc + 8),
+                                     bf + 7 * (maxc + 8), qf, (int32_t)(q - own0), qd, (float)(cut * cut), acc);
+                        O[4 * q] += acc[0]; O[4 * q + 1] += acc[1]; O[4 * q + 2] += acc[2]; O[4 * q + 3] += acc[3];
+                    }
+                }
+                /* the batch's sums back to their rows (own row included: its queries' sums
+                 * above went to the rows directly) */
+                for (size_t k = 0; k < m; k++) {
+                    double *ok = O + 4 * idx[k];
+                    for (int f = 0; f < 4; f++) ok[f] += b[5 + f][k];
+                }
+            } /* cy */
         }
-        free(bb); free(xoff);
+        free(bb); free(bf); free(xoff); free(idx);
     }
     if (nomem) { free(so); free(start); free(order); free(cid); return VP_ERR_NOMEM; }
     for (size_t q = 0; q < n; q++) {
         size_t i = order[q];
-        dw[3 * i] = OW[3 * q]; dw[3 * i + 1] = OW[3 * q + 1]; dw[3 * i + 2] = OW[3 * q + 2]; dT[i] = OT[q];
+        dw[3 * i] = dt * norm * O[4 * q]; dw[3 * i + 1] = dt * norm * O[4 * q + 1];
+        dw[3 * i + 2] = dt * norm * O[4 * q + 2]; dT[i] = kappa * dt * norm * O[4 * q + 3];
     }
     free(so);
     free(start); free(order); free(cid);
