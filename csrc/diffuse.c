@@ -221,11 +221,14 @@ int vp_diffuse(vp_sim *s)
      * batch ordered by x cell, so the candidates of any vorton of the row (cells cx-2..cx+2 of
      * those rows) are one contiguous range of it; in the own row, only vortons after the query
      * in sorted order count (the key mask), the others met it from their side.  Both sides'
-     * sums go to the batch and are added back to the rows afterwards.  A task is a plane of
-     * rows (fixed cz), taken in cy order so that consecutive batches share 12 of their 13 rows
-     * in cache; it writes to its plane and the next two, so the planes are coloured by cz
-     * mod 3 and the 3 colours run one after another: every output is accumulated in a fixed
-     * order and the result does not depend on the thread count. */
+     * sums go to the batch and are added back to the rows afterwards.  A task is a block of
+     * YB = 4 consecutive rows of a plane, taken in cy order so that consecutive batches share
+     * 12 of their 13 rows in cache; it writes to rows cy-2 .. cy+YB+1 of its plane and of the
+     * next two, so the blocks are coloured by (cz mod 3, block mod 2) and the 6 colours run one
+     * after another: every output is accumulated in a fixed order, and neither it nor the
+     * blocks depend on the thread count, so neither does the result. */
+    enum { YB = 4 };
+    const int nyb = (nc[1] + YB - 1) / YB;
     static const int fwd[13][2] = {{0, 0}, {1, 0}, {2, 0}, {-2, 1}, {-1, 1}, {0, 1}, {1, 1}, {2, 1},
                                    {-2, 2}, {-1, 2}, {0, 2}, {1, 2}, {2, 2}}; /* (dy, dz) */
     size_t maxc = 0;
@@ -249,10 +252,13 @@ int vp_diffuse(vp_sim *s)
         float *bf = malloc(8 * (maxc + 8) * sizeof(float)); /* 6 fields, 2 weight buffers */
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
         if (!bb || !bf || !xoff || !idx) nomem = 1;
-        for (int col = 0; col < 3; col++) {
+        for (int col = 0; col < 6; col++) {
+            const int pz = col % 3, py = col / 3;
+            const long nz = (nc[2] - pz + 2) / 3, ny = (nyb - py + 1) / 2;
 #pragma omp for schedule(dynamic, 1)
-            for (int cz = col; cz < nc[2]; cz += 3)
-            for (int cy = 0; cy < nc[1]; cy++) {
+            for (long task = 0; task < nz * ny; task++)
+            for (int cz = pz + 3 * (int)(task / ny), yb = py + 2 * (int)(task % ny), cy = YB * yb;
+                 cy < YB * (yb + 1) && cy < nc[1]; cy++) {
                 size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
                 if (!bb || !bf || !xoff || !idx || start[r0 + nc[0]] == start[r0]) continue;
                 size_t rows[13];
