@@ -249,7 +249,7 @@ int vp_diffuse(vp_sim *s)
 #pragma omp parallel num_threads(threads) reduction(| : nomem)
     {
         double *bb = malloc(9 * (maxc + 1) * sizeof(double));
-        float *bf = malloc(8 * (maxc + 8) * sizeof(float)); /* 6 fields, 2 weight buffers */
+        float *bf = malloc(8 * (maxc + 8) * sizeof(float)); /* 5 fields, the key, 2 weights */
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
         if (!bb || !bf || !xoff || !idx) nomem = 1;
         for (int col = 0; col < 6; col++) {
