@@ -24,6 +24,12 @@ _PARAM_NAMES = (
 )
 
 
+# The per-particle arrays that make up the state (what save/load and sort_tracers carry);
+# the other fields (temperature, strength) are derived from them.
+_VORTON_STATE = ("position", "vorticity", "radius", "density", "age", "velocity")
+_TRACER_STATE = ("position", "velocity", "density", "age")
+
+
 class _Particles:
     """Live access to one kind of particle.  Each attribute read returns a NumPy view into the
     C arrays: write into it between steps to edit particles.
@@ -290,7 +296,7 @@ class Sim(_core.Sim):
         h = g["spacing"] if g["spacing"] > 0 else float(np.max(x.max(axis=0) - lo)) / 64 or 1.0
         c = np.minimum((x - lo) / h, 2.0 ** 20 - 1).astype(np.int64)  # 20 bits an axis
         order = np.argsort((c[:, 2] << 40) | (c[:, 1] << 20) | c[:, 0], kind="stable")
-        for f in ("position", "velocity", "density", "age"):
+        for f in _TRACER_STATE:
             v = self._view("tracers", f)
             v[...] = v[order]
         return order
@@ -307,9 +313,9 @@ class Sim(_core.Sim):
                               for e in self.emitters],
                     bodies=[{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in b._state().items()}
                             for b in self.bodies])
-        for f in ("position", "vorticity", "radius", "density", "age", "velocity"):
+        for f in _VORTON_STATE:
             arrays["vortons_" + f] = np.array(self._view("vortons", f))
-        for f in ("position", "velocity", "density", "age"):
+        for f in _TRACER_STATE:
             arrays["tracers_" + f] = np.array(self._view("tracers", f))
         import json
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
@@ -350,11 +356,11 @@ class Sim(_core.Sim):
             if threads is not None:
                 params["threads"] = threads
             sim = cls(**params)
-            v = {f: data["vortons_" + f] for f in ("position", "vorticity", "radius", "density", "age", "velocity")}
+            v = {f: data["vortons_" + f] for f in _VORTON_STATE}
             sim.add_vortons(v["position"].reshape(-1, 3), v["vorticity"].reshape(-1, 3), v["radius"], v["density"])
             sim._view("vortons", "age")[...] = v["age"]
             sim._view("vortons", "velocity")[...] = v["velocity"].reshape(-1, 3)
-            t = {f: data["tracers_" + f] for f in ("position", "velocity", "density", "age")}
+            t = {f: data["tracers_" + f] for f in _TRACER_STATE}
             sim.add_tracers(t["position"].reshape(-1, 3), t["density"])
             sim._view("tracers", "velocity")[...] = t["velocity"].reshape(-1, 3)
             sim._view("tracers", "age")[...] = t["age"]
