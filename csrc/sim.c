@@ -502,6 +502,13 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
     return n_out;
 }
 
+/* Whether x lies in the box [lo, hi] (the grid's extent; positions are finite here: the
+ * domain phase rejects anything else). */
+static inline int in_box(const double x[3], const double lo[3], const double hi[3])
+{
+    return x[0] >= lo[0] && x[0] <= hi[0] && x[1] >= lo[1] && x[1] <= hi[1] && x[2] >= lo[2] && x[2] <= hi[2];
+}
+
 /* Particles outside the grid (outliers beyond the robust domain) take their velocity from
  * the solver evaluated directly at their position, and an Euler step. */
 static int advect_outliers(vp_sim *s, size_t n, double *x, double *vel, const double glo[3], const double ghi[3],
@@ -514,7 +521,7 @@ static int advect_outliers(vp_sim *s, size_t n, double *x, double *vel, const do
     size_t k = 0;
     for (size_t i = 0; i < n && k < n_out; i++) {
         const double *xi = x + 3 * i;
-        if (xi[0] < glo[0] || xi[0] > ghi[0] || xi[1] < glo[1] || xi[1] > ghi[1] || xi[2] < glo[2] || xi[2] > ghi[2]) {
+        if (!in_box(xi, glo, ghi)) {
             idx[k] = i;
             memcpy(p + 3 * k, xi, 3 * sizeof(double));
             k++;
@@ -561,7 +568,7 @@ static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cell
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : n_out)
         for (long i = 0; i < (long)n; i++) {
             const double *xi = x + 3 * i;
-            if (xi[0] < glo[0] || xi[0] > ghi[0] || xi[1] < glo[1] || xi[1] > ghi[1] || xi[2] < glo[2] || xi[2] > ghi[2]) {
+            if (!in_box(xi, glo, ghi)) {
                 n_out++;
                 continue;
             }
