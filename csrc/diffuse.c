@@ -146,37 +146,10 @@ int vp_diffuse(vp_sim *s)
     }
     /* cell list with cells of half the cutoff distance, scanned +-2 cells: 5^3 half-size cells
      * hold 42% fewer candidate pairs than 3^3 full-size ones; bounded cell count */
-    double cell = 0.5 * cut * emax;
-    int nc[3];
-    for (;;) {
-        double tot = 1;
-        for (int a = 0; a < 3; a++) { nc[a] = (int)((hi[a] - lo[a]) / cell) + 1; tot *= nc[a]; }
-        if (tot <= 4.0 * n + 64) break;
-        cell *= 1.26;
-    }
-    size_t ncell = (size_t)nc[0] * nc[1] * nc[2];
-    size_t *start = calloc(ncell + 1, sizeof(size_t));
-    size_t *order = malloc(n * sizeof(size_t));
-    size_t *cid = malloc(n * sizeof(size_t));
-    if (!start || !order || !cid) { free(start); free(order); free(cid); return VP_ERR_NOMEM; }
-    for (size_t i = 0; i < n; i++) {
-        int c[3];
-        for (int a = 0; a < 3; a++) {
-            double u = (x[3 * i + a] - lo[a]) / cell; /* clamp before the cast: outliers */
-            u = u > 0 ? (u < nc[a] - 1 ? u : nc[a] - 1) : 0;
-            c[a] = (int)u;
-        }
-        cid[i] = (size_t)c[0] + (size_t)nc[0] * ((size_t)c[1] + (size_t)nc[1] * c[2]);
-        start[cid[i] + 1]++;
-    }
-    for (size_t c = 0; c < ncell; c++) start[c + 1] += start[c];
-    {
-        size_t *fill = malloc(ncell * sizeof(size_t));
-        if (!fill) { free(start); free(order); free(cid); return VP_ERR_NOMEM; }
-        memcpy(fill, start, ncell * sizeof(size_t));
-        for (size_t i = 0; i < n; i++) order[fill[cid[i]]++] = i;
-        free(fill);
-    }
+    vp_bins bins;
+    if (vp_bins_build(&bins, n, x, lo, hi, 0.5 * cut * emax, 4.0 * n + 64)) return VP_ERR_NOMEM;
+    const int *nc = bins.nc;
+    const size_t *start = bins.start, *order = bins.order;
     /* The Gaussian's second moment cut at r = cut e keeps the fraction
      *   m(c) = [ (3 sqrt(pi)/8) erf(c) - exp(-c^2) (c^3/2 + 3c/4) ] / (3 sqrt(pi)/8)
      * of the full one (int_0^c r^4 exp(-r^2) dr); dividing by it restores the exact Laplacian
@@ -190,7 +163,7 @@ int vp_diffuse(vp_sim *s)
      * dwz dT) per vorton in sorted order */
     enum { NF = 10 };
     double *so = malloc((NF + 4) * n * sizeof(double));
-    if (!so) { free(start); free(order); free(cid); return VP_ERR_NOMEM; }
+    if (!so) { vp_bins_free(&bins); return VP_ERR_NOMEM; }
     double *R = so, *O = so + NF * n;
     for (size_t q = 0; q < n; q++) {
         size_t i = order[q];
@@ -302,14 +275,14 @@ int vp_diffuse(vp_sim *s)
         }
         free(bb); free(bf); free(xoff); free(idx);
     }
-    if (nomem) { free(so); free(start); free(order); free(cid); return VP_ERR_NOMEM; }
+    if (nomem) { free(so); vp_bins_free(&bins); return VP_ERR_NOMEM; }
     for (size_t q = 0; q < n; q++) {
         size_t i = order[q];
         dw[3 * i] = dt * norm * O[4 * q]; dw[3 * i + 1] = dt * norm * O[4 * q + 1];
         dw[3 * i + 2] = dt * norm * O[4 * q + 2]; dT[i] = kappa * dt * norm * O[4 * q + 3];
     }
     free(so);
-    free(start); free(order); free(cid);
+    vp_bins_free(&bins);
     for (size_t i = 0; i < n; i++) {
         if (viscous) { w[3 * i] += dw[3 * i]; w[3 * i + 1] += dw[3 * i + 1]; w[3 * i + 2] += dw[3 * i + 2]; }
         if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + dT[i]);

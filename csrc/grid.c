@@ -2,7 +2,9 @@
  * cloud-in-cell splatting, central-difference gradient and Jacobian.  Stateless kernels over
  * plain arrays (Stam's style); the sim owns the memory. */
 #include <math.h>
-#include "vortonpy.h"
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
 
 #define IDX(g, i, j, k) ((size_t)(i) + (size_t)(g)->n[0] * ((size_t)(j) + (size_t)(g)->n[1] * (size_t)(k)))
 
@@ -96,4 +98,50 @@ void vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int thre
                 for (int a = 0; a < 3; a++)
                     for (int b = 0; b < 3; b++) out[id * 9 + a * 3 + b] = diff(g, vec, 3, a, b, i, j, (int)k);
             }
+}
+
+/* A cell list (physics.md 2.5's neighbour search; the tree's query grouping): n points binned
+ * into boxes of side `cell` from lo, the side grown by 1.26x until there are at most
+ * max_cells boxes; points beyond [lo, hi] (outliers) go to the edge boxes.  start[c] ..
+ * start[c+1] index into order, the points of box c (x fastest) in index order: a counting
+ * sort, O(n + cells), deterministic. */
+int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
+                  double max_cells)
+{
+    b->start = NULL; b->order = NULL;
+    for (;;) {
+        double tot = 1;
+        for (int a = 0; a < 3; a++) { b->nc[a] = (int)((hi[a] - lo[a]) / cell) + 1; tot *= b->nc[a]; }
+        if (tot <= max_cells) break;
+        cell *= 1.26;
+    }
+    for (int a = 0; a < 3; a++) b->lo[a] = lo[a];
+    b->cell = cell;
+    const size_t ncell = (size_t)b->nc[0] * b->nc[1] * b->nc[2];
+    size_t *start = calloc(ncell + 1, sizeof(size_t)), *order = malloc((n + 1) * sizeof(size_t)),
+           *cid = malloc((n + 1) * sizeof(size_t)), *fill = malloc((ncell + 1) * sizeof(size_t));
+    if (!start || !order || !cid || !fill) { free(start); free(order); free(cid); free(fill); return VP_ERR_NOMEM; }
+    for (size_t i = 0; i < n; i++) {
+        size_t c = 0, stride = 1;
+        for (int a = 0; a < 3; a++) {
+            double u = (x[3 * i + a] - lo[a]) / cell; /* clamp before the cast: outliers, NaN -> 0 */
+            int k = u > 0 ? (u < b->nc[a] - 1 ? (int)u : b->nc[a] - 1) : 0;
+            c += (size_t)k * stride;
+            stride *= (size_t)b->nc[a];
+        }
+        cid[i] = c;
+        start[c + 1]++;
+    }
+    for (size_t c = 0; c < ncell; c++) start[c + 1] += start[c];
+    memcpy(fill, start, ncell * sizeof(size_t));
+    for (size_t i = 0; i < n; i++) order[fill[cid[i]]++] = i;
+    free(fill); free(cid);
+    b->start = start; b->order = order;
+    return VP_OK;
+}
+
+void vp_bins_free(vp_bins *b)
+{
+    free(b->start); free(b->order);
+    b->start = NULL; b->order = NULL;
 }

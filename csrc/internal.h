@@ -29,6 +29,12 @@ void vp_bodies_buoyancy(vp_sim *s);              /* 2.8 */
 int vp_emit(vp_sim *s);                          /* 2.10 */
 int vp_expire(vp_sim *s);                        /* 2.10 lifetimes */
 double *vp_sim_scratch(vp_sim *s, size_t doubles);
+/* Points binned into a box of cells by a counting sort (grid.c): box c = i + nc0 (j + nc1 k)
+ * holds points order[start[c]] .. order[start[c+1] - 1]. */
+typedef struct { int nc[3]; double lo[3], cell; size_t *start, *order; } vp_bins;
+int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
+                  double max_cells);
+void vp_bins_free(vp_bins *b);
 /* Velocity at P induced by m vortons in double SoA F = [x | y | z | ax | ay | az | s^2]
  * (arrays of m), the kernel of vp_kernel_add summed in one vectorised loop; adds to u (tree.c). */
 void vp_kernel_sum_soa(size_t m, const double *F, const double P[3], double u[3]);

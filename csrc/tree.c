@@ -324,7 +324,6 @@ int vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *poi
             if (c < lo[a]) lo[a] = c;
             if (c > hi[a]) hi[a] = c;
         }
-    int nc[3] = {1, 1, 1};
     double cell = 1.0;
     if (m >= 32 && lo[0] <= hi[0] && lo[1] <= hi[1] && lo[2] <= hi[2] &&
         isfinite(hi[0] - lo[0]) && isfinite(hi[1] - lo[1]) && isfinite(hi[2] - lo[2])) {
@@ -333,39 +332,15 @@ int vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *poi
         cell = cbrt(vol / ((double)m / 16.0));
         for (int a = 0; a < 3; a++) if (!(cell >= ext[a] * 1e-3)) cell = ext[a] * 1e-3;
         if (!(cell > 0)) cell = 1.0;
-        double tot;
-        for (;;) {
-            tot = 1;
-            for (int a = 0; a < 3; a++) { nc[a] = (int)(ext[a] / cell) + 1; tot *= nc[a]; }
-            if (tot <= 4.0 * (double)m / 16.0 + 8) break;
-            cell *= 1.26;
-        }
-    } else {
-        for (int a = 0; a < 3; a++) lo[a] = 0;
+    } else { /* few or non-finite points: one box */
+        for (int a = 0; a < 3; a++) lo[a] = hi[a] = 0;
     }
-    size_t ncell = (size_t)nc[0] * nc[1] * nc[2];
-    size_t *start = calloc(ncell + 1, sizeof(size_t)), *order = malloc((m + 1) * sizeof(size_t)),
-           *cid = malloc((m + 1) * sizeof(size_t));
-    if (!start || !order || !cid) { free(start); free(order); free(cid); ((vp_tree *)t)->interactions = 0; return VP_ERR_NOMEM; }
-    for (size_t p = 0; p < m; p++) {
-        size_t c = 0, stride = 1;
-        for (int a = 0; a < 3; a++) {
-            double u = (points[3 * p + a] - lo[a]) / cell;
-            int i = u > 0 ? (u < nc[a] - 1 ? (int)u : nc[a] - 1) : 0; /* NaN: cell 0 */
-            c += (size_t)i * stride;
-            stride *= (size_t)nc[a];
-        }
-        cid[p] = c;
-        start[c + 1]++;
+    vp_bins bins;
+    if (vp_bins_build(&bins, m, points, lo, hi, cell, 4.0 * (double)m / 16.0 + 8)) {
+        ((vp_tree *)t)->interactions = 0;
+        return VP_ERR_NOMEM;
     }
-    for (size_t c = 0; c < ncell; c++) start[c + 1] += start[c];
-    {   /* bucket order (counting sort by cell) */
-        size_t *fill = malloc((ncell + 1) * sizeof(size_t));
-        if (!fill) { free(start); free(order); free(cid); ((vp_tree *)t)->interactions = 0; return VP_ERR_NOMEM; }
-        memcpy(fill, start, ncell * sizeof(size_t));
-        for (size_t p = 0; p < m; p++) order[fill[cid[p]]++] = p;
-        free(fill);
-    }
+    const size_t ncell = (size_t)bins.nc[0] * bins.nc[1] * bins.nc[2], *start = bins.start, *order = bins.order;
 #pragma omp parallel num_threads(threads) reduction(+ : total, fail)
     {
         ilist L = {0};
@@ -387,7 +362,7 @@ int vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *poi
         }
         free(L.far); free(L.near);
     }
-    free(start); free(order); free(cid);
+    vp_bins_free(&bins);
     ((vp_tree *)t)->interactions = fail ? 0 : total;
     return fail ? VP_ERR_NOMEM : VP_OK;
 }
