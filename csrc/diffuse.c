@@ -59,22 +59,24 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
                          const float *restrict E, const float *restrict NU, const int32_t *restrict K,
                          const double *restrict V, const double *restrict WX, const double *restrict WY,
                          const double *restrict WZ, const double *restrict T, double *restrict OX,
-                         double *restrict OY, double *restrict OZ, double *restrict OT, float *restrict G,
-                         float *restrict GW, const float qf[5], int32_t kq, const double qd[5], float cut2,
-                         double acc[4])
+                         double *restrict OY, double *restrict OZ, double *restrict OT, const float *restrict VF,
+                         float *restrict OC, float *restrict G, float *restrict GW, const float qf[5], int32_t kq,
+                         const double qd[5], float cut2, float kappa, double acc[5])
 {
-    float xq = qf[0], yq = qf[1], zq = qf[2], eq = qf[3], nq = qf[4];
+    float xq = qf[0], yq = qf[1], zq = qf[2], eq = qf[3], nq = qf[4], vqf = (float)qd[0], sc = 0.0f;
     double vq = qd[0], wx = qd[1], wy = qd[2], wz = qd[3], tq = qd[4];
     /* two passes: the float weights, then the double exchange (each loop's registers fit,
      * and the shorter dependency chains overlap: ~20% faster than one fused loop) */
-#pragma omp simd
+#pragma omp simd reduction(+ : sc)
     for (size_t j = 0; j < m; j++) {
         float dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
         float r2 = dx * dx + dy * dy + dz * dz;
         float inv = 1.0f / (0.5f * (eq + E[j])), inv2 = inv * inv, u = r2 * inv2;
         float inside = (u <= cut2 ? 1.0f : 0.0f) * (K[j] > kq ? 1.0f : 0.0f), uc = u < cut2 ? u : cut2;
         float gf = inside * vp_exp_negf(uc) * (inv2 * inv2 * inv);
-        G[j] = gf; GW[j] = gf * (0.5f * (nq + NU[j]));
+        float gw = gf * (0.5f * (nq + NU[j])), gc = gw + kappa * gf; /* gc: pse_guard's rate */
+        G[j] = gf; GW[j] = gw;
+        sc += gc * VF[j]; OC[j] += gc * vqf;
     }
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
@@ -85,10 +87,84 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
         s0 += aw * ax; s1 += aw * ay; s2 += aw * az; s3 += at * dT;
         OX[j] -= bw * ax; OY[j] -= bw * ay; OZ[j] -= bw * az; OT[j] -= bt * dT;
     }
-    acc[0] += s0; acc[1] += s1; acc[2] += s2; acc[3] += s3;
+    acc[0] += s0; acc[1] += s1; acc[2] += s2; acc[3] += s3; acc[4] += sc;
 }
 
-int vp_diffuse(vp_sim *s)
+/* Stability guard for the explicit exchange.  The step changes q_i by
+ *   dq_i = sum_j c_ij (q_j - q_i),   c_ij = dt norm (nu_ij, kappa) eta_ij V_j / e_ij^2,
+ * a convex combination of the old values (no |w| or T can grow past its neighbours': a
+ * discrete maximum principle) as long as c_i = sum_j c_ij <= 1 for every i.  On a lattice of
+ * spacing e, c_i = 4 nu dt / e^2 <= 0.4 under the eddy viscosity's cap; but where vortons
+ * bunch up (contact places them on a sphere just outside a body, and they pile up at its
+ * stagnation points, where remeshing leaves them alone) c_i grows with the number of close
+ * neighbours, and a bunch's alternating mode grows once c_i exceeds ~2 (a hot ball's bunch
+ * of 26 vortons within half a spacing grew x1.6 a frame until the step failed).  Every pair
+ * that touches a vorton with c_i > PSE_MAX_RATE has its exchange scaled by
+ * s_ij = min(1, PSE_MAX_RATE / c_i, PSE_MAX_RATE / c_j): symmetric, so the exchanges stay
+ * equal and opposite (strength and heat are still conserved to rounding), and afterwards
+ * every c_i <= PSE_MAX_RATE.  Physically, diffusion across a distance far below the core
+ * size is that fast anyway: the bunch relaxes toward its mean within the step instead of
+ * overshooting.  PSE_MAX_RATE = 1, the convexity bound itself, so that only vortons that
+ * could overshoot are touched (none in a lattice or an evenly spread cloud).  The bunched
+ * vortons are visited serially in sorted order: the result stays independent of the thread
+ * count.  O: NO sums per vorton in sorted order (dwx dwy dwz dT c, without the factor
+ * f = dt norm); R: the sorted records (x-lo y-lo z-lo e V wx wy wz T nu). */
+#define PSE_MAX_RATE 1.0
+static void pse_guard(const vp_bins *bins, const double *R, int NF, double *O, int NO, size_t n, double f,
+                      float cut2)
+{
+    const int *nc = bins->nc;
+    const size_t *start = bins->start;
+    size_t nh = 0;
+    for (size_t q = 0; q < n; q++) nh += f * O[NO * q + 4] > PSE_MAX_RATE;
+    if (nh == 0) return;
+    /* the rate sums before any correction (every scale uses the uncorrected c) */
+    double *c = malloc(n * sizeof(double));
+    if (!c) return; /* no memory: keep the unguarded exchange (conservative either way) */
+    for (size_t q = 0; q < n; q++) c[q] = f * O[NO * q + 4];
+    for (size_t q = 0; q < n; q++) {
+        if (c[q] <= PSE_MAX_RATE) continue;
+        const double *rq = R + (size_t)NF * q;
+        int k[3];
+        for (int a = 0; a < 3; a++) { /* the cell of vp_bins_build */
+            double u = rq[a] / bins->cell;
+            k[a] = u > 0 ? (u < nc[a] - 1 ? (int)u : nc[a] - 1) : 0;
+        }
+        const float xq = (float)rq[0], yq = (float)rq[1], zq = (float)rq[2], eq = (float)rq[3], nq = (float)rq[9];
+        for (int cz = k[2] - 2; cz <= k[2] + 2; cz++) {
+            if (cz < 0 || cz >= nc[2]) continue;
+            for (int cy = k[1] - 2; cy <= k[1] + 2; cy++) {
+                if (cy < 0 || cy >= nc[1]) continue;
+                const size_t row = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
+                const int x0 = k[0] > 2 ? k[0] - 2 : 0, x1 = k[0] + 2 < nc[0] - 1 ? k[0] + 2 : nc[0] - 1;
+                for (size_t j = start[row + x0]; j < start[row + x1 + 1]; j++) {
+                    if (j == q || (c[j] > PSE_MAX_RATE && j < q)) continue; /* each pair once */
+                    const double *rj = R + (size_t)NF * j;
+                    /* the pair weight as vp_pse_pairs computes it */
+                    float dx = (float)rj[0] - xq, dy = (float)rj[1] - yq, dz = (float)rj[2] - zq;
+                    float inv = 1.0f / (0.5f * (eq + (float)rj[3])), inv2 = inv * inv;
+                    float u = (dx * dx + dy * dy + dz * dz) * inv2;
+                    if (!(u <= cut2)) continue;
+                    double g = vp_exp_negf(u) * (inv2 * inv2 * inv), gw = g * (0.5f * (nq + (float)rj[9]));
+                    double sc = PSE_MAX_RATE / (c[q] > c[j] ? c[q] : c[j]);
+                    if (sc >= 1.0) continue;
+                    double m = sc - 1.0, vq = rq[4], vj = rj[4];
+                    double *oq = O + (size_t)NO * q, *oj = O + (size_t)NO * j;
+                    for (int a = 0; a < 3; a++) {
+                        double d = rj[5 + a] - rq[5 + a];
+                        oq[a] += m * gw * vj * d; oj[a] -= m * gw * vq * d;
+                    }
+                    double dT = rj[8] - rq[8];
+                    oq[3] += m * g * vj * dT; oj[3] -= m * g * vq * dT;
+                }
+            }
+        }
+    }
+    free(c);
+}
+
+/* One explicit PSE exchange of length dt (the eddy viscosity's cap uses the step's dt). */
+static int diffuse_pass(vp_sim *s, double dt)
 {
     vp_vortons *v = &s->vortons;
     size_t n = v->n;
@@ -102,7 +178,7 @@ int vp_diffuse(vp_sim *s)
     }
     const double *x = v->position->data, *r = v->radius->data;
     double *w = v->vorticity->data, *d = v->density->data;
-    double rho0 = s->params.ambient_density, dt = s->params.dt;
+    double rho0 = s->params.ambient_density, dt_step = s->params.dt;
     double width = s->params.pse_width, cut = s->params.pse_cutoff;
     /* scratch: spacing e_i (1), volume (1), temperature (1), dw (3), dT (1), nu_i (1) */
     double *sc = vp_sim_scratch(s, 8 * n);
@@ -141,7 +217,7 @@ int vp_diffuse(vp_sim *s)
                 for (int b = 0; b < 3; b++) { double S = 0.5 * (J[3 * a + b] + J[3 * b + a]); ss += S * S; }
             nv += cs * cs * D * D * sqrt(2.0 * ss);
         }
-        double cap = 0.1 * e[i] * e[i] / dt;
+        double cap = 0.1 * e[i] * e[i] / dt_step;
         nui[i] = nv < cap ? nv : (nu > cap ? nu : cap); /* never below the molecular value */
     }
     /* cell list with cells of half the cutoff distance, scanned +-2 cells: 5^3 half-size cells
@@ -160,9 +236,9 @@ int vp_diffuse(vp_sim *s)
     const double norm = 4.0 / (VP_PI * sqrt(VP_PI)) / kept;
     /* sorted copies, one record per vorton (x y z e V wx wy wz T nu: a batch gathers whole
      * records, a few streams instead of one per field), and the accumulated outputs (dwx dwy
-     * dwz dT) per vorton in sorted order */
-    enum { NF = 10 };
-    double *so = malloc((NF + 4) * n * sizeof(double));
+     * dwz dT, and the rate sum c of pse_guard) per vorton in sorted order */
+    enum { NF = 10, NO = 5 };
+    double *so = malloc((NF + NO) * n * sizeof(double));
     if (!so) { vp_bins_free(&bins); return VP_ERR_NOMEM; }
     double *R = so, *O = so + NF * n;
     for (size_t q = 0; q < n; q++) {
@@ -171,7 +247,7 @@ int vp_diffuse(vp_sim *s)
         rq[0] = x[3 * i] - lo[0]; rq[1] = x[3 * i + 1] - lo[1]; rq[2] = x[3 * i + 2] - lo[2];
         rq[3] = e[i]; rq[4] = V[i];
         rq[5] = w[3 * i]; rq[6] = w[3 * i + 1]; rq[7] = w[3 * i + 2]; rq[8] = T[i]; rq[9] = nui[i];
-        O[4 * q] = 0; O[4 * q + 1] = 0; O[4 * q + 2] = 0; O[4 * q + 3] = 0;
+        for (int f = 0; f < NO; f++) O[NO * q + f] = 0;
     }
     /* Each pair once.  A row of cells (fixed cy, cz) takes its pairs with itself and with its
      * 12 "forward" rows (dz = 0 and dy = 1..2, or dz = 1..2 and dy = -2..2): every pair of
@@ -207,7 +283,7 @@ int vp_diffuse(vp_sim *s)
 #pragma omp parallel num_threads(threads) reduction(| : nomem)
     {
         double *bb = malloc(9 * (maxc + 1) * sizeof(double));
-        float *bf = malloc(8 * (maxc + 8) * sizeof(float)); /* 5 fields, the key, 2 weights */
+        float *bf = malloc(10 * (maxc + 8) * sizeof(float)); /* 5 fields, the key, 2 weights, V, c */
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
         if (!bb || !bf || !xoff || !idx) nomem = 1;
         for (int col = 0; col < 6; col++) {
@@ -226,12 +302,13 @@ int vp_diffuse(vp_sim *s)
                     if (kz < nc[2] && ky >= 0 && ky < nc[1])
                         rows[nr++] = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
                 }
-                /* batch fields: float x y z e nu key; double V wx wy wz T, sums dwx dwy dwz dT */
+                /* batch fields: float x y z e nu key V, sum c; double V wx wy wz T, sums dwx dwy dwz dT */
                 float *fb[5];
                 int32_t *kb = (int32_t *)(bf + 5 * (maxc + 8)); /* own-row key */
                 double *b[9];
                 for (int f = 0; f < 5; f++) fb[f] = bf + f * (maxc + 8);
                 for (int f = 0; f < 9; f++) b[f] = bb + f * (maxc + 1);
+                float *vf = bf + 8 * (maxc + 8), *ocf = bf + 9 * (maxc + 8);
                 /* the batch's sorted indices, by x cell then row */
                 size_t m = 0;
                 for (int cx = 0; cx < nc[0]; cx++) {
@@ -249,43 +326,76 @@ int vp_diffuse(vp_sim *s)
                     fb[3][k] = (float)rk[3]; fb[4][k] = (float)rk[9];
                     kb[k] = idx[k] >= own0 && idx[k] < own1 ? (int32_t)(idx[k] - own0) : INT32_MAX; /* n < 2^31 */
                     b[0][k] = rk[4]; b[1][k] = rk[5]; b[2][k] = rk[6]; b[3][k] = rk[7]; b[4][k] = rk[8];
+                    vf[k] = (float)rk[4];
                 }
                 for (int f = 5; f < 9; f++) memset(b[f], 0, m * sizeof(double));
+                memset(ocf, 0, m * sizeof(float));
                 for (int cx = 0; cx < nc[0]; cx++) {
                     size_t b0 = xoff[cx > 1 ? cx - 2 : 0], b1 = xoff[cx + 3 < nc[0] ? cx + 3 : nc[0]];
                     for (size_t q = start[r0 + cx]; q < start[r0 + cx + 1]; q++) {
                         const double *rq = R + NF * q;
                         const float qf[5] = {(float)rq[0], (float)rq[1], (float)rq[2], (float)rq[3], (float)rq[9]};
                         const double qd[5] = {rq[4], rq[5], rq[6], rq[7], rq[8]};
-                        double acc[4] = {0, 0, 0, 0};
+                        double acc[NO] = {0, 0, 0, 0, 0};
                         vp_pse_pairs(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
                                      kb + b0, b[0] + b0, b[1] + b0, b[2] + b0, b[3] + b0, b[4] + b0,
-                                     b[5] + b0, b[6] + b0, b[7] + b0, b[8] + b0, bf + 6 * (maxc + 8),
-                                     bf + 7 * (maxc + 8), qf, (int32_t)(q - own0), qd, (float)(cut * cut), acc);
-                        O[4 * q] += acc[0]; O[4 * q + 1] += acc[1]; O[4 * q + 2] += acc[2]; O[4 * q + 3] += acc[3];
+                                     b[5] + b0, b[6] + b0, b[7] + b0, b[8] + b0, vf + b0, ocf + b0, bf + 6 * (maxc + 8),
+                                     bf + 7 * (maxc + 8), qf, (int32_t)(q - own0), qd, (float)(cut * cut), (float)kappa, acc);
+                        for (int f = 0; f < NO; f++) O[NO * q + f] += acc[f];
                     }
                 }
                 /* the batch's sums back to their rows (own row included: its queries' sums
                  * above went to the rows directly) */
                 for (size_t k = 0; k < m; k++) {
-                    double *ok = O + 4 * idx[k];
+                    double *ok = O + NO * idx[k];
                     for (int f = 0; f < 4; f++) ok[f] += b[5 + f][k];
+                    ok[4] += ocf[k];
                 }
             } /* cy */
         }
         free(bb); free(bf); free(xoff); free(idx);
     }
     if (nomem) { free(so); vp_bins_free(&bins); return VP_ERR_NOMEM; }
+    pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut));
     for (size_t q = 0; q < n; q++) {
         size_t i = order[q];
-        dw[3 * i] = dt * norm * O[4 * q]; dw[3 * i + 1] = dt * norm * O[4 * q + 1];
-        dw[3 * i + 2] = dt * norm * O[4 * q + 2]; dT[i] = kappa * dt * norm * O[4 * q + 3];
+        dw[3 * i] = dt * norm * O[NO * q]; dw[3 * i + 1] = dt * norm * O[NO * q + 1];
+        dw[3 * i + 2] = dt * norm * O[NO * q + 2]; dT[i] = kappa * dt * norm * O[NO * q + 3];
     }
     free(so);
     vp_bins_free(&bins);
     for (size_t i = 0; i < n; i++) {
         if (viscous) { w[3 * i] += dw[3 * i]; w[3 * i + 1] += dw[3 * i + 1]; w[3 * i + 2] += dw[3 * i + 2]; }
         if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + dT[i]);
+    }
+    return VP_OK;
+}
+
+/* Physics.md 2.5.  The explicit exchange is stable while every vorton's rate sum c_i <= 1
+ * (pse_guard); on a lattice of spacing e, c = 4 nu dt / e^2 (the continuum sum; the lattice
+ * sum is ~0.83 of it).  The eddy viscosity is capped inside that, but a molecular viscosity
+ * is not: nu = 0.01 on a lattice of 1e5 vortons in a unit cube (e = 0.022) gives c = 2.8,
+ * whose checkerboard mode grew 20x a step until the run failed in 10 steps.  Rather than
+ * diffuse less than asked (the guard alone would cap c_i at 1), the exchange then runs as
+ * k = ceil(4 nu dt / e_min^2) substeps of dt / k (at most PSE_MAX_SUBSTEPS; beyond that the
+ * guard keeps it stable), so the viscosity is the one asked for at k times the cost. */
+#define PSE_MAX_SUBSTEPS 16
+int vp_diffuse(vp_sim *s)
+{
+    const vp_vortons *v = &s->vortons;
+    const double dt = s->params.dt, width = s->params.pse_width;
+    double nu = s->params.viscosity > s->params.thermal_diffusivity ? s->params.viscosity : s->params.thermal_diffusivity;
+    double rmin = INFINITY;
+    for (size_t i = 0; i < v->n; i++) if (v->radius->data[i] < rmin) rmin = v->radius->data[i];
+    int k = 1;
+    if (v->n > 1 && nu > 0 && rmin > 0) {
+        double e = width * cbrt(vp_volume(rmin)), c = 4.0 * nu * dt / (e * e);
+        if (c > 1.0) k = c < PSE_MAX_SUBSTEPS ? (int)ceil(c) : PSE_MAX_SUBSTEPS;
+    }
+    s->pse_substeps = k;
+    for (int i = 0; i < k; i++) {
+        int st = diffuse_pass(s, dt / k);
+        if (st) return st;
     }
     return VP_OK;
 }

@@ -760,6 +760,7 @@ static int Sim_set_max_rate(SimObject *self, PyObject *v, void *c)
     return 0;
 }
 static PyObject *Sim_get_substeps(SimObject *self, void *c) { return self->s ? PyLong_FromLong(self->s->substeps) : raise_status(VP_ERR_STATE, "Sim"); }
+static PyObject *Sim_get_diffusion_substeps(SimObject *self, void *c) { return self->s ? PyLong_FromLong(self->s->pse_substeps) : raise_status(VP_ERR_STATE, "Sim"); }
 static PyObject *Sim_get_frame(SimObject *self, void *c) { return self->s ? PyLong_FromLongLong(self->s->frame) : raise_status(VP_ERR_STATE, "Sim"); }
 static int Sim_set_frame(SimObject *self, PyObject *v, void *c)
 {
@@ -1203,6 +1204,8 @@ PyMODINIT_FUNC PyInit__core(void)
                                     "largest |grad u| on the grid at the last velocity solve (1/time); decides the next step's substeps", NULL};
     Sim_getset[k++] = (PyGetSetDef){"substeps", (getter)Sim_get_substeps, NULL,
                                     "substeps the last step took (more than 1 when max_rate * dt exceeded max_rate_dt)", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"diffusion_substeps", (getter)Sim_get_diffusion_substeps, NULL,
+                                    "PSE exchanges the last step's diffusion took (more than 1 when 4 max(nu, kappa) dt / spacing^2 > 1: the explicit limit)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"gravity", (getter)Sim_get_gravity, (setter)Sim_set_gravity, "gravity g (3,)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"solver", (getter)Sim_get_solver, (setter)Sim_set_solver, "'direct', 'tree', 'poisson' or 'auto' (poisson from 1000 vortons up, the tree below)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"threads", (getter)Sim_get_threads, (setter)Sim_set_threads, "OpenMP threads", NULL};

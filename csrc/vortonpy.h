@@ -214,6 +214,7 @@ typedef struct {
     double timings[VP_PHASE_COUNT]; /* ms per phase of the last step */
     double max_rate;           /* largest |grad u| (Frobenius, 1/time) on the grid at the last solve */
     int substeps;              /* substeps the last step took (sim.c: stability guard) */
+    int pse_substeps;          /* PSE exchanges of the last diffusion phase (diffuse.c) */
     int in_substep;            /* internal: 1 while a step runs as substeps but the last */
     uint64_t interactions;     /* velocity-solver interactions of the last step */
     int failed_phase;          /* phase where the last non-finite value appeared, or -1 */

@@ -108,6 +108,8 @@ class Sim:
     max_rate: float
     @property
     def substeps(self) -> int: ...
+    @property
+    def diffusion_substeps(self) -> int: ...
     thermal_diffusivity: float
     ambient_density: float
     fluid_heat_capacity: float
