@@ -179,6 +179,10 @@ class Sim(_core.Sim):
     ``advect_order``, ``stretch``, ``baroclinic``, ``rollback``, ``fluid_heat_capacity``,
     ``seed``.  With ``rollback=1`` every step first copies the state, and a step that raises
     ``FloatingPointError`` leaves the simulation exactly as it was before that step.
+    Diffusion (PSE) is explicit: where ``4 max(viscosity, thermal_diffusivity) dt / spacing^2``
+    exceeds 1 it runs as that many exchanges of a shorter dt (read ``diffusion_substeps``
+    after a step; up to 16, each costing a full PSE pass), so a fine lattice with a large
+    viscosity is correct but slower.
 
     Calls on one ``Sim`` from several threads at once are refused with ``RuntimeError``;
     separate ``Sim`` objects step concurrently (the GIL is released inside ``step``).
