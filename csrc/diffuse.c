@@ -110,17 +110,17 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
  * count.  O: NO sums per vorton in sorted order (dwx dwy dwz dT c, without the factor
  * f = dt norm); R: the sorted records (x-lo y-lo z-lo e V wx wy wz T nu). */
 #define PSE_MAX_RATE 1.0
-static void pse_guard(const vp_bins *bins, const double *R, int NF, double *O, int NO, size_t n, double f,
-                      float cut2)
+static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, int NO, size_t n, double f,
+                     float cut2)
 {
     const int *nc = bins->nc;
     const size_t *start = bins->start;
     size_t nh = 0;
     for (size_t q = 0; q < n; q++) nh += f * O[NO * q + 4] > PSE_MAX_RATE;
-    if (nh == 0) return;
+    if (nh == 0) return VP_OK;
     /* the rate sums before any correction (every scale uses the uncorrected c) */
     double *c = malloc(n * sizeof(double));
-    if (!c) return; /* no memory: keep the unguarded exchange (conservative either way) */
+    if (!c) return VP_ERR_NOMEM;
     for (size_t q = 0; q < n; q++) c[q] = f * O[NO * q + 4];
     for (size_t q = 0; q < n; q++) {
         if (c[q] <= PSE_MAX_RATE) continue;
@@ -161,6 +161,7 @@ static void pse_guard(const vp_bins *bins, const double *R, int NF, double *O, i
         }
     }
     free(c);
+    return VP_OK;
 }
 
 /* One explicit PSE exchange of length dt (the eddy viscosity's cap uses the step's dt). */
@@ -355,8 +356,9 @@ static int diffuse_pass(vp_sim *s, double dt)
         }
         free(bb); free(bf); free(xoff); free(idx);
     }
-    if (nomem) { free(so); vp_bins_free(&bins); return VP_ERR_NOMEM; }
-    pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut));
+    if (nomem || pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut))) {
+        free(so); vp_bins_free(&bins); return VP_ERR_NOMEM;
+    }
     for (size_t q = 0; q < n; q++) {
         size_t i = order[q];
         dw[3 * i] = dt * norm * O[NO * q]; dw[3 * i + 1] = dt * norm * O[NO * q + 1];
