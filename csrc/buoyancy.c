@@ -7,19 +7,24 @@
 
 /* Density deviation on the grid: each vorton's mass deviation d_i V_i, cloud-in-cell splatted
  * and divided by the cell volume, so the grid holds exactly the particles' total mass. */
-void vp_splat_density(vp_sim *s)
+int vp_splat_density(vp_sim *s)
 {
     size_t nn = vp_grid_count(&s->grid);
     memset(s->grid_density, 0, nn * sizeof(double));
     vp_vortons *v = &s->vortons;
     double inv_cell = 1.0 / (s->grid.h * s->grid.h * s->grid.h);
     const double *x = v->position->data, *d = v->density->data, *r = v->radius->data;
-    for (size_t i = 0; i < v->n; i++) { /* serial: deterministic sums */
-        if (d[i] == 0.0) continue;
-        double m = d[i] * vp_volume(r[i]) * inv_cell;
-        vp_grid_splat(&s->grid, s->grid_density, 1, x + 3 * i, &m);
+    int any = 0;
+    for (size_t i = 0; i < v->n && !any; i++) any = d[i] != 0.0;
+    if (any) {
+        /* scratch: the masses (n), then the splat's work space (size_t, 8 bytes like a double) */
+        double *m = vp_sim_scratch(s, v->n + vp_grid_splat_work(&s->grid, v->n));
+        if (!m) return VP_ERR_NOMEM;
+        for (size_t i = 0; i < v->n; i++) m[i] = d[i] == 0.0 ? 0.0 : d[i] * vp_volume(r[i]) * inv_cell;
+        vp_grid_splat_many(&s->grid, s->grid_density, 1, v->n, x, m, (size_t *)(m + v->n), s->params.threads);
     }
     vp_grid_gradient(&s->grid, s->grid_density, s->grid_density_gradient, s->params.threads);
+    return VP_OK;
 }
 
 /* Baroclinic generation dw/dt = (grad rho) x g / rho0 (Boussinesq): heavy fluid sinks, light

@@ -40,22 +40,98 @@ void vp_grid_interpolate(const vp_grid *g, const double *field, int dim, const d
     }
 }
 
-void vp_grid_splat(const vp_grid *g, double *field, int dim, const double x[3], const double *value)
+/* One cloud-in-cell splat (dim a compile-time constant after inlining); nothing lands for an x
+ * outside the grid or NaN. */
+static inline void splat_one(const vp_grid *g, double *restrict field, int dim, const double x[3],
+                             const double *restrict value)
 {
-    double u[3]; int i0[3]; double f[3];
+    double f[3];
+    int i0[3];
     for (int a = 0; a < 3; a++) {
-        u[a] = (x[a] - g->origin[a]) / g->h;
-        if (!(u[a] >= 0.0) || u[a] > g->n[a] - 1) return; /* outside (or NaN): no mass lands */
+        double u = (x[a] - g->origin[a]) / g->h;
+        if (!(u >= 0.0) || u > g->n[a] - 1) return;
         if (g->n[a] < 2) { i0[a] = 0; f[a] = 0.0; continue; }
-        int i = (int)u[a]; if (i > g->n[a] - 2) i = g->n[a] - 2;
-        i0[a] = i; f[a] = u[a] - i;
+        int i = (int)u; if (i > g->n[a] - 2) i = g->n[a] - 2;
+        i0[a] = i; f[a] = u - i;
     }
+    const int e0 = g->n[0] > 1, e1 = g->n[1] > 1, e2 = g->n[2] > 1;
     for (int q = 0; q < 8; q++) {
         int a = q & 1, b = (q >> 1) & 1, c = (q >> 2) & 1;
-        if ((a && g->n[0] < 2) || (b && g->n[1] < 2) || (c && g->n[2] < 2)) continue;
+        if ((a && !e0) || (b && !e1) || (c && !e2)) continue;
         double w = (a ? f[0] : 1 - f[0]) * (b ? f[1] : 1 - f[1]) * (c ? f[2] : 1 - f[2]);
         size_t id = IDX(g, i0[0] + a, i0[1] + b, i0[2] + c);
         for (int d = 0; d < dim; d++) field[id * dim + d] += w * value[d];
+    }
+}
+
+void vp_grid_splat(const vp_grid *g, double *field, int dim, const double x[3], const double *value)
+{
+    splat_one(g, field, dim, x, value);
+}
+
+/* Cloud-in-cell splat of n values (dim per point, rows of val) at points x, in parallel and
+ * deterministic: a point with base node k0 along an axis writes planes k0 and k0 + 1, so the points
+ * are bucketed by k0 (a stable counting sort); slab m, the points with k0 = 2m or 2m + 1,
+ * writes planes 2m .. 2m + 2, so the slabs of one parity never write the same plane and run at
+ * once.  Every node's sum is then taken in the fixed order (even slabs, odd slabs; within a slab by k0, then by index),
+ * the same for any thread count.  Points outside the grid, and rows of val that are all
+ * zero, add nothing.  work: vp_grid_splat_work(g, n) size_t's of the caller's (no allocation
+ * per call: a fresh multi-megabyte block each step costs its page faults). */
+size_t vp_grid_splat_work(const vp_grid *g, size_t n)
+{
+    int m = g->n[0] > g->n[1] ? g->n[0] : g->n[1];
+    return 2 * n + 2 * (size_t)(m > g->n[2] ? m : g->n[2]) + 4;
+}
+
+_Static_assert(sizeof(size_t) == sizeof(double), "callers carve the splat's work space out of double scratch");
+
+void vp_grid_splat_many(const vp_grid *g, double *field, int dim, size_t n, const double *x, const double *val,
+                        size_t *work, int threads)
+{
+    (void)threads;
+    /* slab axis: the one along which the points' memory order moves least (a remeshed set is in
+     * lattice order, z slowest; a user's lattice may have z fastest), so that the bucketed order
+     * stays close to memory order and the reads of x and val stream */
+    int ax = 2;
+    {
+        double mv[3] = {0, 0, 0};
+        size_t stride = n / 4096 + 1;
+        for (size_t i = stride; i < n; i += stride)
+            for (int a = 0; a < 3; a++) mv[a] += fabs(x[3 * i + a] - x[3 * (i - 1) + a]);
+        for (int a = 0; a < 3; a++)
+            if (g->n[a] < 3) mv[a] = INFINITY; /* a flat axis gives one slab: no parallelism */
+        for (int a = 0; a < 2; a++)
+            if (mv[a] < mv[ax]) ax = a;
+    }
+    const int nz = g->n[ax];
+    const int nk = nz > 1 ? nz - 1 : 1; /* possible k0 values */
+    size_t *order = work, *kb = work + n, *start = work + 2 * n, *fill = start + nk + 1;
+    memset(start, 0, ((size_t)nk + 1) * sizeof(size_t));
+    for (size_t i = 0; i < n; i++) {
+        double u = (x[3 * i + ax] - g->origin[ax]) / g->h;
+        int k = u > 0 ? (u < nk - 1 ? (int)u : nk - 1) : 0; /* a bucket only: splat_one does the bounds */
+        kb[i] = (size_t)k;
+        start[k + 1]++;
+    }
+    for (int k = 0; k < nk; k++) start[k + 1] += start[k];
+    memcpy(fill, start, (size_t)nk * sizeof(size_t));
+    for (size_t i = 0; i < n; i++) order[fill[kb[i]]++] = i;
+    const long nslab = (nk + 1) / 2;
+    for (int par = 0; par < 2; par++) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (n > 20000)
+        for (long sl = par; sl < nslab; sl += 2) {
+            int k1 = 2 * (int)sl + 2 < nk ? 2 * (int)sl + 2 : nk;
+            for (size_t q = start[2 * sl]; q < start[k1]; q++) {
+                size_t i = order[q];
+                const double *v = val + (size_t)dim * i;
+                int nz_ = 0;
+                for (int d = 0; d < dim; d++) nz_ |= v[d] != 0.0;
+                if (!nz_) continue;
+                if (dim == 1) splat_one(g, field, 1, x + 3 * i, v);
+                else if (dim == 3) splat_one(g, field, 3, x + 3 * i, v);
+                else splat_one(g, field, dim, x + 3 * i, v);
+            }
+        }
     }
 }
 
