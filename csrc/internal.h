@@ -20,7 +20,7 @@ int vp_poisson_velocity_grid(vp_sim *s);         /* 2.2 poisson (vortex-in-cell)
 void vp_poisson_free(struct vp_poisson *p);      /* the solver's cache (NULL: no-op) */
 void vp_stretch(vp_sim *s);                      /* 2.3 */
 void vp_baroclinic(vp_sim *s);                   /* 2.4 */
-int vp_splat_density(vp_sim *s);                  /* 2.4 density grid */
+int vp_splat_density(vp_sim *s);                 /* 2.4 density grid */
 int vp_diffuse(vp_sim *s);                       /* 2.5 */
 int vp_advect_vortons(vp_sim *s);                /* 2.6 */
 int vp_advect_tracers(vp_sim *s);                /* 2.6 */
