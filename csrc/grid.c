@@ -70,11 +70,11 @@ void vp_grid_splat(const vp_grid *g, double *field, int dim, const double x[3], 
 }
 
 /* Cloud-in-cell splat of n values (dim per point, rows of val) at points x, in parallel and
- * deterministic: a point with base node k0 along an axis writes planes k0 and k0 + 1, so the points
- * are bucketed by k0 (a stable counting sort); slab m, the points with k0 = 2m or 2m + 1,
- * writes planes 2m .. 2m + 2, so the slabs of one parity never write the same plane and run at
- * once.  Every node's sum is then taken in the fixed order (even slabs, odd slabs; within a slab by k0, then by index),
- * the same for any thread count.  Points outside the grid, and rows of val that are all
+ * deterministic: a point with base node k0 along an axis writes planes k0 and k0 + 1, so the
+ * points are bucketed by k0 (a stable counting sort); slab m, the points with k0 = 2m or
+ * 2m + 1, writes planes 2m .. 2m + 2, so the slabs of one parity never write the same plane
+ * and run at once.  Every node's sum is then taken in a fixed order (even slabs, odd slabs;
+ * within a slab by k0, then by index), the same for any thread count.  Points outside the grid, and rows of val that are all
  * zero, add nothing.  work: vp_grid_splat_work(g, n) size_t's of the caller's (no allocation
  * per call: a fresh multi-megabyte block each step costs its page faults). */
 size_t vp_grid_splat_work(const vp_grid *g, size_t n)
@@ -127,8 +127,7 @@ void vp_grid_splat_many(const vp_grid *g, double *field, int dim, size_t n, cons
                 int nz_ = 0;
                 for (int d = 0; d < dim; d++) nz_ |= v[d] != 0.0;
                 if (!nz_) continue;
-                if (dim == 1) splat_one(g, field, 1, x + 3 * i, v);
-                else if (dim == 3) splat_one(g, field, 3, x + 3 * i, v);
+                if (dim == 1) splat_one(g, field, 1, x + 3 * i, v); /* the density grid's case, unrolled */
                 else splat_one(g, field, dim, x + 3 * i, v);
             }
         }
