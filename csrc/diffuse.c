@@ -126,10 +126,7 @@ static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, in
         if (c[q] <= PSE_MAX_RATE) continue;
         const double *rq = R + (size_t)NF * q;
         int k[3];
-        for (int a = 0; a < 3; a++) { /* the cell of vp_bins_build */
-            double u = rq[a] / bins->cell;
-            k[a] = u > 0 ? (u < nc[a] - 1 ? (int)u : nc[a] - 1) : 0;
-        }
+        for (int a = 0; a < 3; a++) k[a] = vp_bins_cell(bins, a, rq[a]); /* rq: offsets from lo */
         const float xq = (float)rq[0], yq = (float)rq[1], zq = (float)rq[2], eq = (float)rq[3], nq = (float)rq[9];
         for (int cz = k[2] - 2; cz <= k[2] + 2; cz++) {
             if (cz < 0 || cz >= nc[2]) continue;

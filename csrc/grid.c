@@ -199,8 +199,7 @@ int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], con
     for (size_t i = 0; i < n; i++) {
         size_t c = 0, stride = 1;
         for (int a = 0; a < 3; a++) {
-            double u = (x[3 * i + a] - lo[a]) / cell; /* clamp before the cast: outliers, NaN -> 0 */
-            int k = u > 0 ? (u < b->nc[a] - 1 ? (int)u : b->nc[a] - 1) : 0;
+            int k = vp_bins_cell(b, a, x[3 * i + a] - lo[a]);
             c += (size_t)k * stride;
             stride *= (size_t)b->nc[a];
         }

@@ -32,6 +32,14 @@ double *vp_sim_scratch(vp_sim *s, size_t doubles);
 /* Points binned into a box of cells by a counting sort (grid.c): box c = i + nc0 (j + nc1 k)
  * holds points order[start[c]] .. order[start[c+1] - 1]. */
 typedef struct { int nc[3]; double lo[3], cell; size_t *start, *order; } vp_bins;
+/* The cell along axis a of a point at offset d = x[a] - lo[a] from the box's corner, clamped
+ * to the box (outliers go to the edge cells; NaN to cell 0): the binning of vp_bins_build, for
+ * callers that must find a point's cell again. */
+static inline int vp_bins_cell(const vp_bins *b, int a, double d)
+{
+    double u = d / b->cell;
+    return u > 0 ? (u < b->nc[a] - 1 ? (int)u : b->nc[a] - 1) : 0;
+}
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
                   double max_cells);
 void vp_bins_free(vp_bins *b);
