@@ -69,13 +69,25 @@ void vp_grid_splat(const vp_grid *g, double *field, int dim, const double x[3], 
     splat_one(g, field, dim, x, value);
 }
 
+/* Point i of vp_grid_splat_many: skipped if its values are all zero (adding them changes nothing). */
+static inline void splat_row(const vp_grid *g, double *field, int dim, const double *x, const double *val, size_t i)
+{
+    const double *v = val + (size_t)dim * i;
+    int nz = 0;
+    for (int d = 0; d < dim; d++) nz |= v[d] != 0.0;
+    if (!nz) return;
+    if (dim == 1) splat_one(g, field, 1, x + 3 * i, v); /* the density grid's case, unrolled */
+    else splat_one(g, field, dim, x + 3 * i, v);
+}
+
 /* Cloud-in-cell splat of n values (dim per point, rows of val) at points x, in parallel and
  * deterministic: a point with base node k0 along an axis writes planes k0 and k0 + 1, so the
  * points are bucketed by k0 (a stable counting sort); slab m, the points with k0 = 2m or
  * 2m + 1, writes planes 2m .. 2m + 2, so the slabs of one parity never write the same plane
  * and run at once.  Every node's sum is then taken in a fixed order (even slabs, odd slabs;
- * within a slab by k0, then by index), the same for any thread count.  Points outside the grid, and rows of val that are all
- * zero, add nothing.  work: vp_grid_splat_work(g, n) size_t's of the caller's (no allocation
+ * within a slab by k0, then by index), the same for any thread count.  Up to
+ * VP_SPLAT_PARALLEL_MIN points it is one serial pass in index order.  Points outside the grid,
+ * and rows of val that are all zero, add nothing.  work: vp_grid_splat_work(g, n) size_t's of the caller's (no allocation
  * per call: a fresh multi-megabyte block each step costs its page faults). */
 size_t vp_grid_splat_work(const vp_grid *g, size_t n)
 {
@@ -83,12 +95,17 @@ size_t vp_grid_splat_work(const vp_grid *g, size_t n)
     return 2 * n + 2 * (size_t)(m > g->n[2] ? m : g->n[2]) + 4;
 }
 
+#define VP_SPLAT_PARALLEL_MIN 20000 /* fewer points: not worth a parallel region */
 _Static_assert(sizeof(size_t) == sizeof(double), "callers carve the splat's work space out of double scratch");
 
 void vp_grid_splat_many(const vp_grid *g, double *field, int dim, size_t n, const double *x, const double *val,
                         size_t *work, int threads)
 {
     (void)threads;
+    if (n <= VP_SPLAT_PARALLEL_MIN) { /* serial: index order, no buckets needed */
+        for (size_t i = 0; i < n; i++) splat_row(g, field, dim, x, val, i);
+        return;
+    }
     /* slab axis: the one along which the points' memory order moves least (a remeshed set is in
      * lattice order, z slowest; a user's lattice may have z fastest), so that the bucketed order
      * stays close to memory order and the reads of x and val stream */
@@ -118,18 +135,10 @@ void vp_grid_splat_many(const vp_grid *g, double *field, int dim, size_t n, cons
     for (size_t i = 0; i < n; i++) order[fill[kb[i]]++] = i;
     const long nslab = (nk + 1) / 2;
     for (int par = 0; par < 2; par++) {
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (n > 20000)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
         for (long sl = par; sl < nslab; sl += 2) {
             int k1 = 2 * (int)sl + 2 < nk ? 2 * (int)sl + 2 : nk;
-            for (size_t q = start[2 * sl]; q < start[k1]; q++) {
-                size_t i = order[q];
-                const double *v = val + (size_t)dim * i;
-                int nz_ = 0;
-                for (int d = 0; d < dim; d++) nz_ |= v[d] != 0.0;
-                if (!nz_) continue;
-                if (dim == 1) splat_one(g, field, 1, x + 3 * i, v); /* the density grid's case, unrolled */
-                else splat_one(g, field, dim, x + 3 * i, v);
-            }
+            for (size_t q = start[2 * sl]; q < start[k1]; q++) splat_row(g, field, dim, x, val, order[q]);
         }
     }
 }
