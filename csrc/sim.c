@@ -453,50 +453,61 @@ static inline vp_v4f cell_lerp(const float *cells, int ci, float f0, float f1, f
 /* Heun (or Euler) steps of tracers [i0, i1) through the gathered cells; tracers beyond the
  * grid are counted and left for the caller.  Blocks of VP_TB tracers go stage by stage
  * (locate, look up, predict, locate, look up, update), so the long per-tracer dependency
- * chain of a Heun step overlaps across the block and the locate stages vectorise.
- * Compiled for AVX2+FMA and for the baseline, picked at load time. */
+ * chain of a Heun step overlaps across the block.  Only the lookups are per tracer; every
+ * other stage is a branch-free loop over the block (the in-grid test, the float-to-double
+ * conversions, the blends that leave tracers beyond the grid where they are), which the
+ * compiler vectorises across tracers.  Compiled for AVX2+FMA and for the baseline, picked
+ * at load time. */
 VP_CLONES
 static size_t advect_cells_range(const cell_geom *G, const double glo[3], const double ghi[3], double dt, int order,
                                  long i0, long i1, double *restrict x, double *restrict vel, double *restrict dens)
 {
     size_t n_out = 0;
     double px[VP_TB], py[VP_TB], pz[VP_TB], ux[VP_TB], uy[VP_TB], uz[VP_TB];
-    float fx[VP_TB], fy[VP_TB], fz[VP_TB], dd[VP_TB];
-    int ci[VP_TB];
-    unsigned char in[VP_TB];
+    float fx[VP_TB], fy[VP_TB], fz[VP_TB], a0[VP_TB], a1[VP_TB], a2[VP_TB], b0_[VP_TB], b1_[VP_TB], b2_[VP_TB], dd[VP_TB];
+    int ci[VP_TB], in[VP_TB];
+    const double lo0 = glo[0], lo1 = glo[1], lo2 = glo[2], hi0 = ghi[0], hi1 = ghi[1], hi2 = ghi[2];
     for (long b0 = i0; b0 < i1; b0 += VP_TB) {
         const int m = (int)(i1 - b0 < VP_TB ? i1 - b0 : VP_TB);
         const double *xb = x + 3 * b0;
+        for (int j = 0; j < m; j++) { px[j] = xb[3 * j]; py[j] = xb[3 * j + 1]; pz[j] = xb[3 * j + 2]; }
+        int out = 0;
         for (int j = 0; j < m; j++) {
-            px[j] = xb[3 * j]; py[j] = xb[3 * j + 1]; pz[j] = xb[3 * j + 2];
-            in[j] = px[j] >= glo[0] && px[j] <= ghi[0] && py[j] >= glo[1] && py[j] <= ghi[1] &&
-                    pz[j] >= glo[2] && pz[j] <= ghi[2];
+            in[j] = (px[j] >= lo0) & (px[j] <= hi0) & (py[j] >= lo1) & (py[j] <= hi1) & (pz[j] >= lo2) & (pz[j] <= hi2);
+            out += !in[j];
         }
+        n_out += (size_t)out;
         cell_locate(G, m, px, py, pz, ci, fx, fy, fz);
         for (int j = 0; j < m; j++) {
-            vp_v4f u0 = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
-            ux[j] = u0[0]; uy[j] = u0[1]; uz[j] = u0[2];
+            vp_v4f u = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
+            a0[j] = u[0]; a1[j] = u[1]; a2[j] = u[2];
         }
-        /* the predictor (Heun) or the new position (Euler, for the density only) */
-        double qx[VP_TB], qy[VP_TB], qz[VP_TB];
-        for (int j = 0; j < m; j++) { qx[j] = px[j] + dt * ux[j]; qy[j] = py[j] + dt * uy[j]; qz[j] = pz[j] + dt * uz[j]; }
+        for (int j = 0; j < m; j++) { ux[j] = a0[j]; uy[j] = a1[j]; uz[j] = a2[j]; }
         if (order >= 2 || dens) {
+            /* the predictor (Heun), or the new position (Euler, for the density only) */
+            double qx[VP_TB], qy[VP_TB], qz[VP_TB];
+            for (int j = 0; j < m; j++) { qx[j] = px[j] + dt * ux[j]; qy[j] = py[j] + dt * uy[j]; qz[j] = pz[j] + dt * uz[j]; }
             cell_locate(G, m, qx, qy, qz, ci, fx, fy, fz);
             for (int j = 0; j < m; j++) {
-                vp_v4f u1 = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
-                dd[j] = u1[3]; /* density at the predictor, within dt^2 |du| of the new position */
-                if (order >= 2) {
-                    ux[j] = 0.5 * (ux[j] + (double)u1[0]); uy[j] = 0.5 * (uy[j] + (double)u1[1]);
-                    uz[j] = 0.5 * (uz[j] + (double)u1[2]);
-                }
+                vp_v4f u = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
+                b0_[j] = u[0]; b1_[j] = u[1]; b2_[j] = u[2];
+                dd[j] = u[3]; /* density at the predictor, within dt^2 |du| of the new position */
             }
+            if (order >= 2)
+                for (int j = 0; j < m; j++) {
+                    ux[j] = 0.5 * (ux[j] + (double)b0_[j]); uy[j] = 0.5 * (uy[j] + (double)b1_[j]);
+                    uz[j] = 0.5 * (uz[j] + (double)b2_[j]);
+                }
+            if (dens)
+                for (int j = 0; j < m; j++) dens[b0 + j] = in[j] ? (double)dd[j] : 0.0; /* beyond the grid: ambient fluid */
         }
+        /* tracers beyond the grid stay where they are (the caller moves them); their velocity
+         * is overwritten there too */
         double *xw = x + 3 * b0, *vw = vel + 3 * b0;
         for (int j = 0; j < m; j++) {
-            if (!in[j]) { if (dens) dens[b0 + j] = 0.0; n_out++; continue; } /* beyond the grid: ambient fluid */
-            xw[3 * j] = px[j] + dt * ux[j]; xw[3 * j + 1] = py[j] + dt * uy[j]; xw[3 * j + 2] = pz[j] + dt * uz[j];
+            const double nx = px[j] + dt * ux[j], ny = py[j] + dt * uy[j], nz = pz[j] + dt * uz[j];
+            xw[3 * j] = in[j] ? nx : px[j]; xw[3 * j + 1] = in[j] ? ny : py[j]; xw[3 * j + 2] = in[j] ? nz : pz[j];
             vw[3 * j] = ux[j]; vw[3 * j + 1] = uy[j]; vw[3 * j + 2] = uz[j];
-            if (dens) dens[b0 + j] = dd[j];
         }
     }
     return n_out;
