@@ -44,29 +44,32 @@ static inline float vp_exp_negf(float t)
     return p;
 }
 
-/* One vorton q against m candidate neighbours j (a contiguous SoA batch), each pair once:
- * with the symmetric pair weight g = exp(-r^2/e_qj^2) / e_qj^3 (e_qj the pair's mean
- * spacing; the caller multiplies by the normalisation), q gains g V_j (a_j - a_q) and j gains
+/* Four doubles: one pair's exchange of (w_x, w_y, w_z, T) in one AVX register. */
+typedef double vp_v4d __attribute__((vector_size(32)));
+
+/* One vorton q against m candidate neighbours j (a contiguous batch), each pair once: with
+ * the symmetric pair weight g = exp(-r^2/e_qj^2) / e_qj^3 (e_qj the pair's mean spacing; the
+ * caller multiplies by the normalisation), q gains g V_j (a_j - a_q) and j gains
  * g V_q (a_q - a_j) for a = nu_qj w and for T: equal and opposite strength (w V) and heat
  * (T V) exchanges, so both are conserved to rounding.  The weight is computed in float32
  * (8 lanes; positions relative to the cell list's corner, so the differences keep ~1e-6 e)
- * from symmetric quantities only, so it is bitwise the same from either side; the volumes,
- * the differences of w and T and all sums stay in double.  Candidates with K[j] <= kq (the
- * query's own row at or before it: those pairs are taken from the other side) and pairs
- * beyond the cutoff are masked; the whole batch is computed, vectorised. */
+ * from symmetric quantities only, so it is bitwise the same from either side.  Candidates
+ * with K[j] <= kq (the query's own row at or before it: those pairs are taken from the other
+ * side) and pairs beyond the cutoff get weight 0.  Only about a quarter of the candidates
+ * are inside the cutoff, so the double-precision exchange runs over those alone: their
+ * indices are packed into P, and each pair's exchange of (w_x, w_y, w_z, T) is one 4-double
+ * vector (W4, O4: records of 4 per candidate), so it needs no gather across fields. */
 VP_CLONES
 static void vp_pse_pairs(size_t m, const float *restrict X, const float *restrict Y, const float *restrict Z,
                          const float *restrict E, const float *restrict NU, const int32_t *restrict K,
-                         const double *restrict V, const double *restrict WX, const double *restrict WY,
-                         const double *restrict WZ, const double *restrict T, double *restrict OX,
-                         double *restrict OY, double *restrict OZ, double *restrict OT, const float *restrict VF,
-                         float *restrict OC, float *restrict G, float *restrict GW, const float qf[5], int32_t kq,
-                         const double qd[5], float cut2, float kappa, double acc[5])
+                         const double *restrict V, const vp_v4d *restrict W4, vp_v4d *restrict O4,
+                         const float *restrict VF, float *restrict OC, float *restrict G, float *restrict GW,
+                         uint8_t *restrict IN, int32_t *restrict P, const float qf[5], int32_t kq, double vq, const double wq4[4],
+                         float cut2, float kappa, double acc[5])
 {
-    float xq = qf[0], yq = qf[1], zq = qf[2], eq = qf[3], nq = qf[4], vqf = (float)qd[0], sc = 0.0f;
-    double vq = qd[0], wx = qd[1], wy = qd[2], wz = qd[3], tq = qd[4];
-    /* two passes: the float weights, then the double exchange (each loop's registers fit,
-     * and the shorter dependency chains overlap: ~20% faster than one fused loop) */
+    vp_v4d wq;
+    memcpy(&wq, wq4, sizeof wq);
+    float xq = qf[0], yq = qf[1], zq = qf[2], eq = qf[3], nq = qf[4], vqf = (float)vq, sc = 0.0f;
 #pragma omp simd reduction(+ : sc)
     for (size_t j = 0; j < m; j++) {
         float dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
@@ -78,16 +81,46 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
         G[j] = gf; GW[j] = gw;
         sc += gc * VF[j]; OC[j] += gc * vqf;
     }
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
-    for (size_t j = 0; j < m; j++) {
-        double g = G[j], gw = GW[j];
-        double aw = gw * V[j], bw = gw * vq, at = g * V[j], bt = g * vq;
-        double ax = WX[j] - wx, ay = WY[j] - wy, az = WZ[j] - wz, dT = T[j] - tq;
-        s0 += aw * ax; s1 += aw * ay; s2 += aw * az; s3 += at * dT;
-        OX[j] -= bw * ax; OY[j] -= bw * ay; OZ[j] -= bw * az; OT[j] -= bt * dT;
+    /* pack the indices of the nonzero weights, 8 candidates at a time (IN is zero-padded to
+     * a multiple of 8): the 8 flag bytes become an 8-bit mask by one multiplication, and the
+     * positions of each nibble's set bits come from a table */
+    static const uint8_t pos4[16][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0},
+                                        {2, 0, 0, 0}, {0, 2, 0, 0}, {1, 2, 0, 0}, {0, 1, 2, 0},
+                                        {3, 0, 0, 0}, {0, 3, 0, 0}, {1, 3, 0, 0}, {0, 1, 3, 0},
+                                        {2, 3, 0, 0}, {0, 2, 3, 0}, {1, 2, 3, 0}, {0, 1, 2, 3}};
+    static const uint8_t cnt4[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
+    for (size_t j = 0; j < m; j++) IN[j] = G[j] != 0.0f;
+    for (size_t j = m; j < ((m + 7) & ~(size_t)7); j++) IN[j] = 0;
+    size_t np = 0;
+    for (size_t j = 0; j < m; j += 8) {
+        uint64_t flags;
+        memcpy(&flags, IN + j, 8);
+        const unsigned bits = (unsigned)((flags * 0x0102040810204080ULL) >> 56), lo = bits & 15, hi = bits >> 4;
+        for (int b = 0; b < 4; b++) P[np + b] = (int32_t)j + pos4[lo][b];
+        np += cnt4[lo];
+        for (int b = 0; b < 4; b++) P[np + b] = (int32_t)j + 4 + pos4[hi][b];
+        np += cnt4[hi];
     }
-    acc[0] += s0; acc[1] += s1; acc[2] += s2; acc[3] += s3; acc[4] += sc;
+    vp_v4d s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
+    size_t t = 0;
+    for (; t + 1 < np; t += 2) { /* two chains of sums: the add latency overlaps */
+        const size_t j = (size_t)P[t], k = (size_t)P[t + 1];
+        const double gj = G[j], gwj = GW[j], gk = G[k], gwk = GW[k];
+        const vp_v4d cj = {gwj, gwj, gwj, gj}, ck = {gwk, gwk, gwk, gk};
+        const vp_v4d dj = W4[j] - wq, dk = W4[k] - wq;
+        s0 += (cj * V[j]) * dj; s1 += (ck * V[k]) * dk;
+        O4[j] -= (cj * vq) * dj; O4[k] -= (ck * vq) * dk;
+    }
+    if (t < np) {
+        const size_t j = (size_t)P[t];
+        const double gj = G[j], gwj = GW[j];
+        const vp_v4d cj = {gwj, gwj, gwj, gj}, dj = W4[j] - wq;
+        s0 += (cj * V[j]) * dj;
+        O4[j] -= (cj * vq) * dj;
+    }
+    s0 += s1;
+    for (int f = 0; f < 4; f++) acc[f] += s0[f];
+    acc[4] += sc;
 }
 
 /* Stability guard for the explicit exchange.  The step changes q_i by
@@ -280,10 +313,14 @@ static int diffuse_pass(vp_sim *s, double dt)
     int nomem = 0;
 #pragma omp parallel num_threads(threads) reduction(| : nomem)
     {
-        double *bb = malloc(9 * (maxc + 1) * sizeof(double));
+        /* batch in double: V, then the records W4 (wx wy wz T) and O4 (their sums), 32-byte aligned */
+        const size_t mc = (maxc + 4) & ~(size_t)3;
+        double *bb = aligned_alloc(32, 9 * mc * sizeof(double));
         float *bf = malloc(10 * (maxc + 8) * sizeof(float)); /* 5 fields, the key, 2 weights, V, c */
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
-        if (!bb || !bf || !xoff || !idx) nomem = 1;
+        int32_t *pk = malloc((maxc + 16) * sizeof(int32_t));
+        uint8_t *flag = malloc(maxc + 16);
+        if (!bb || !bf || !xoff || !idx || !pk || !flag) nomem = 1;
         for (int col = 0; col < 6; col++) {
             const int pz = col % 3, py = col / 3;
             const long nz = (nc[2] - pz + 2) / 3, ny = (nyb - py + 1) / 2;
@@ -292,7 +329,7 @@ static int diffuse_pass(vp_sim *s, double dt)
             for (int cz = pz + 3 * (int)(task / ny), yb = py + 2 * (int)(task % ny), cy = YB * yb;
                  cy < YB * (yb + 1) && cy < nc[1]; cy++) {
                 size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
-                if (!bb || !bf || !xoff || !idx || start[r0 + nc[0]] == start[r0]) continue;
+                if (!bb || !bf || !xoff || !idx || !pk || !flag || start[r0 + nc[0]] == start[r0]) continue;
                 size_t rows[13];
                 int nr = 0;
                 for (int f = 0; f < 13; f++) {
@@ -300,12 +337,13 @@ static int diffuse_pass(vp_sim *s, double dt)
                     if (kz < nc[2] && ky >= 0 && ky < nc[1])
                         rows[nr++] = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
                 }
-                /* batch fields: float x y z e nu key V, sum c; double V wx wy wz T, sums dwx dwy dwz dT */
+                /* batch fields: float x y z e nu key V, sum c; double V, records (wx wy wz T) and
+                 * their sums (dwx dwy dwz dT) */
                 float *fb[5];
                 int32_t *kb = (int32_t *)(bf + 5 * (maxc + 8)); /* own-row key */
-                double *b[9];
                 for (int f = 0; f < 5; f++) fb[f] = bf + f * (maxc + 8);
-                for (int f = 0; f < 9; f++) b[f] = bb + f * (maxc + 1);
+                double *bv = bb;
+                vp_v4d *w4 = (vp_v4d *)(bb + mc), *o4 = (vp_v4d *)(bb + 5 * mc);
                 float *vf = bf + 8 * (maxc + 8), *ocf = bf + 9 * (maxc + 8);
                 /* the batch's sorted indices, by x cell then row */
                 size_t m = 0;
@@ -323,22 +361,22 @@ static int diffuse_pass(vp_sim *s, double dt)
                     fb[0][k] = (float)rk[0]; fb[1][k] = (float)rk[1]; fb[2][k] = (float)rk[2];
                     fb[3][k] = (float)rk[3]; fb[4][k] = (float)rk[9];
                     kb[k] = idx[k] >= own0 && idx[k] < own1 ? (int32_t)(idx[k] - own0) : INT32_MAX; /* n < 2^31 */
-                    b[0][k] = rk[4]; b[1][k] = rk[5]; b[2][k] = rk[6]; b[3][k] = rk[7]; b[4][k] = rk[8];
+                    bv[k] = rk[4];
+                    memcpy(&w4[k], rk + 5, sizeof(vp_v4d));
                     vf[k] = (float)rk[4];
                 }
-                for (int f = 5; f < 9; f++) memset(b[f], 0, m * sizeof(double));
+                memset(o4, 0, m * sizeof(vp_v4d));
                 memset(ocf, 0, m * sizeof(float));
                 for (int cx = 0; cx < nc[0]; cx++) {
                     size_t b0 = xoff[cx > 1 ? cx - 2 : 0], b1 = xoff[cx + 3 < nc[0] ? cx + 3 : nc[0]];
                     for (size_t q = start[r0 + cx]; q < start[r0 + cx + 1]; q++) {
                         const double *rq = R + NF * q;
                         const float qf[5] = {(float)rq[0], (float)rq[1], (float)rq[2], (float)rq[3], (float)rq[9]};
-                        const double qd[5] = {rq[4], rq[5], rq[6], rq[7], rq[8]};
                         double acc[NO] = {0, 0, 0, 0, 0};
                         vp_pse_pairs(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
-                                     kb + b0, b[0] + b0, b[1] + b0, b[2] + b0, b[3] + b0, b[4] + b0,
-                                     b[5] + b0, b[6] + b0, b[7] + b0, b[8] + b0, vf + b0, ocf + b0, bf + 6 * (maxc + 8),
-                                     bf + 7 * (maxc + 8), qf, (int32_t)(q - own0), qd, (float)(cut * cut), (float)kappa, acc);
+                                     kb + b0, bv + b0, w4 + b0, o4 + b0, vf + b0, ocf + b0, bf + 6 * (maxc + 8),
+                                     bf + 7 * (maxc + 8), flag, pk, qf, (int32_t)(q - own0), rq[4], rq + 5, (float)(cut * cut),
+                                     (float)kappa, acc);
                         for (int f = 0; f < NO; f++) O[NO * q + f] += acc[f];
                     }
                 }
@@ -346,12 +384,12 @@ static int diffuse_pass(vp_sim *s, double dt)
                  * above went to the rows directly) */
                 for (size_t k = 0; k < m; k++) {
                     double *ok = O + NO * idx[k];
-                    for (int f = 0; f < 4; f++) ok[f] += b[5 + f][k];
+                    for (int f = 0; f < 4; f++) ok[f] += o4[k][f];
                     ok[4] += ocf[k];
                 }
             } /* cy */
         }
-        free(bb); free(bf); free(xoff); free(idx);
+        free(bb); free(bf); free(xoff); free(idx); free(pk); free(flag);
     }
     if (nomem || pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut))) {
         free(so); vp_bins_free(&bins); return VP_ERR_NOMEM;
