@@ -211,31 +211,33 @@ static int diffuse_pass(vp_sim *s, double dt)
     double *w = v->vorticity->data, *d = v->density->data;
     double rho0 = s->params.ambient_density, dt_step = s->params.dt;
     double width = s->params.pse_width, cut = s->params.pse_cutoff;
-    /* scratch: spacing e_i (1), volume (1), temperature (1), dw (3), dT (1), nu_i (1) */
-    double *sc = vp_sim_scratch(s, 8 * n);
+    /* scratch: spacing e_i (1), volume (1), temperature (1), nu_i (1) */
+    double *sc = vp_sim_scratch(s, 4 * n);
     if (!sc) return VP_ERR_NOMEM;
-    double *e = sc, *V = sc + n, *T = sc + 2 * n, *dw = sc + 3 * n, *dT = sc + 6 * n, *nui = sc + 7 * n;
-    double emax = 0, lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    double *e = sc, *V = sc + n, *T = sc + 2 * n, *nui = sc + 3 * n;
+    double emax = 0, lo0 = INFINITY, lo1 = INFINITY, lo2 = INFINITY, hi0 = -INFINITY, hi1 = -INFINITY, hi2 = -INFINITY;
     double lim_lo[3], lim_hi[3]; /* outliers go to the edge cells: they sit far from all */
     vp_robust_limits(s, 0, lim_lo, lim_hi);
-    int any_heat = 0;
-    for (size_t i = 0; i < n; i++) {
+    int any_heat = 0, threads = s->params.threads;
+    (void)threads;
+    /* min and max are exact, so the box does not depend on the thread count */
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 20000) \
+    reduction(max : emax, hi0, hi1, hi2) reduction(min : lo0, lo1, lo2) reduction(| : any_heat)
+    for (long ii = 0; ii < (long)n; ii++) {
+        const size_t i = (size_t)ii;
         V[i] = vp_volume(r[i]);
         e[i] = width * cbrt(V[i]);
         if (e[i] > emax) emax = e[i];
         T[i] = vp_temperature_from_density(rho0, d[i]);
-        if (d[i] != 0.0) any_heat = 1;
-        for (int a = 0; a < 3; a++) {
-            double c = x[3 * i + a];
-            if (c < lim_lo[a] || c > lim_hi[a]) continue;
-            if (c < lo[a]) lo[a] = c;
-            if (c > hi[a]) hi[a] = c;
-        }
+        any_heat |= d[i] != 0.0;
+        const double cx = x[3 * i], cy = x[3 * i + 1], cz = x[3 * i + 2];
+        if (cx >= lim_lo[0] && cx <= lim_hi[0]) { lo0 = cx < lo0 ? cx : lo0; hi0 = cx > hi0 ? cx : hi0; }
+        if (cy >= lim_lo[1] && cy <= lim_hi[1]) { lo1 = cy < lo1 ? cy : lo1; hi1 = cy > hi1 ? cy : hi1; }
+        if (cz >= lim_lo[2] && cz <= lim_hi[2]) { lo2 = cz < lo2 ? cz : lo2; hi2 = cz > hi2 ? cz : hi2; }
     }
+    double lo[3] = {lo0, lo1, lo2}, hi[3] = {hi0, hi1, hi2};
     for (int a = 0; a < 3; a++) if (!(lo[a] <= hi[a])) { lo[a] = 0; hi[a] = 0; }
     if (kappa <= 0) any_heat = 0;
-    int threads = s->params.threads;
-    (void)threads;
     /* per-vorton viscosity: molecular plus Smagorinsky's eddy viscosity */
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long i = 0; i < (long)n; i++) {
@@ -272,8 +274,9 @@ static int diffuse_pass(vp_sim *s, double dt)
     double *so = malloc((NF + NO) * n * sizeof(double));
     if (!so) { vp_bins_free(&bins); return VP_ERR_NOMEM; }
     double *R = so, *O = so + NF * n;
-    for (size_t q = 0; q < n; q++) {
-        size_t i = order[q];
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 20000)
+    for (long qq = 0; qq < (long)n; qq++) {
+        const size_t q = (size_t)qq, i = order[q];
         double *rq = R + NF * q;
         rq[0] = x[3 * i] - lo[0]; rq[1] = x[3 * i + 1] - lo[1]; rq[2] = x[3 * i + 2] - lo[2];
         rq[3] = e[i]; rq[4] = V[i];
@@ -394,17 +397,16 @@ static int diffuse_pass(vp_sim *s, double dt)
     if (nomem || pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut))) {
         free(so); vp_bins_free(&bins); return VP_ERR_NOMEM;
     }
-    for (size_t q = 0; q < n; q++) {
-        size_t i = order[q];
-        dw[3 * i] = dt * norm * O[NO * q]; dw[3 * i + 1] = dt * norm * O[NO * q + 1];
-        dw[3 * i + 2] = dt * norm * O[NO * q + 2]; dT[i] = kappa * dt * norm * O[NO * q + 3];
+    /* the exchange, back in the vortons' order (each vorton once: no two threads share one) */
+    const double f = dt * norm;
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 20000)
+    for (long qq = 0; qq < (long)n; qq++) {
+        const size_t q = (size_t)qq, i = order[q];
+        if (viscous) { w[3 * i] += f * O[NO * q]; w[3 * i + 1] += f * O[NO * q + 1]; w[3 * i + 2] += f * O[NO * q + 2]; }
+        if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + kappa * dt * norm * O[NO * q + 3]);
     }
     free(so);
     vp_bins_free(&bins);
-    for (size_t i = 0; i < n; i++) {
-        if (viscous) { w[3 * i] += dw[3 * i]; w[3 * i + 1] += dw[3 * i + 1]; w[3 * i + 2] += dw[3 * i + 2]; }
-        if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + dT[i]);
-    }
     return VP_OK;
 }
 
