@@ -236,3 +236,22 @@ def test_sort_tracers_moves_indices_only():
     a.step(5); b.step(5)
     assert np.array_equal(b.tracers.position, a.tracers.position[order])
     assert np.array_equal(b.vortons.position, a.vortons.position)
+
+
+def test_sort_tracers_before_the_first_step_sorts_by_the_coming_grid():
+    """With no grid yet, sort_tracers sorts by the cells of the grid the first step will
+    lay (it used the placeholder grid's spacing of 1, which left 1e6 tracers in a unit cube
+    unsorted: they advected 3x slower than after a sort following a step)."""
+    rng = np.random.default_rng(3)
+    sim = vp.Sim(threads=1)
+    p = vp.scenes.lattice([-0.5] * 3, [0.5] * 3, 0.1)
+    sim.add_vortons(p, rng.normal(size=p.shape), 0.06)
+    sim.add_tracers(rng.random((2000, 3)) * 1.2 - 0.6)
+    assert sim.grid()["velocity"] is None
+    h = sim._first_cell_size()
+    sim.sort_tracers()
+    x = sim.tracers.position.copy()
+    sim.step()
+    assert h == pytest.approx(sim.grid()["spacing"], rel=1e-9)
+    zc = np.floor((x[:, 2] - x[:, 2].min()) / h)
+    assert np.all(np.diff(zc) >= 0)

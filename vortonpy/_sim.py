@@ -297,13 +297,28 @@ class Sim(_core.Sim):
         x = self._view("tracers", "position")
         lo = x.min(axis=0)
         g = self.grid()
-        h = g["spacing"] if g["spacing"] > 0 else float(np.max(x.max(axis=0) - lo)) / 64 or 1.0
+        h = g["spacing"]
+        if g["velocity"] is None or not h > 0:  # no grid yet: the cell size the first step's will have
+            h = self._first_cell_size() or float(np.max(x.max(axis=0) - lo)) / 64 or 1.0
         c = np.minimum((x - lo) / h, 2.0 ** 20 - 1).astype(np.int64)  # 20 bits an axis
         order = np.argsort((c[:, 2] << 40) | (c[:, 1] << 20) | c[:, 0], kind="stable")
         for f in _TRACER_STATE:
             v = self._view("tracers", f)
             v[...] = v[order]
         return order
+
+    def _first_cell_size(self) -> float:
+        """The grid spacing the domain phase will choose (physics.md 2.1: the vortons' box,
+        padded by three radii, over grid_cells_per_vorton cells per vorton), or 0 without
+        vortons.  Only an estimate for sorting: the domain phase also trims outliers and
+        caps the node count."""
+        n = len(self.vortons)
+        if n == 0:
+            return 0.0
+        p = self._view("vortons", "position")
+        pad = 6.0 * float(self._view("vortons", "radius").max())
+        vol = float(np.prod(np.maximum(p.max(axis=0) - p.min(axis=0) + pad, 1e-9)))
+        return float(np.cbrt(vol / (self.grid_cells_per_vorton * max(n, 8))))
 
     # ---------------------------------------------------------------- checkpoints
     def save(self, path) -> None:
