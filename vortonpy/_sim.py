@@ -289,7 +289,8 @@ class Sim(_core.Sim):
         lookups of neighbouring tracers hit the same cells (1e6 tracers on a 49^3 grid
         advect about 2x faster, ``benchmarks/bench_scaling.py``).  Emitted tracers start out
         well ordered; mixing scrambles them slowly, so an occasional call (every few hundred
-        frames) is enough.  The simulation itself is unchanged: only indices move."""
+        frames) is enough.  Before the first step it sorts by the cells of the grid that
+        step will lay.  The simulation itself is unchanged: only indices move."""
         n = len(self.tracers)
         order = np.arange(n, dtype=np.intp)
         if n < 2:
