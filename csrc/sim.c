@@ -464,7 +464,7 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
 {
     size_t n_out = 0;
     double px[VP_TB], py[VP_TB], pz[VP_TB], ux[VP_TB], uy[VP_TB], uz[VP_TB];
-    float fx[VP_TB], fy[VP_TB], fz[VP_TB], a0[VP_TB], a1[VP_TB], a2[VP_TB], b0_[VP_TB], b1_[VP_TB], b2_[VP_TB], dd[VP_TB];
+    float fx[VP_TB], fy[VP_TB], fz[VP_TB], v0x[VP_TB], v0y[VP_TB], v0z[VP_TB], v1x[VP_TB], v1y[VP_TB], v1z[VP_TB], dd[VP_TB];
     int ci[VP_TB], in[VP_TB];
     const double lo0 = glo[0], lo1 = glo[1], lo2 = glo[2], hi0 = ghi[0], hi1 = ghi[1], hi2 = ghi[2];
     for (long b0 = i0; b0 < i1; b0 += VP_TB) {
@@ -480,9 +480,9 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
         cell_locate(G, m, px, py, pz, ci, fx, fy, fz);
         for (int j = 0; j < m; j++) {
             vp_v4f u = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
-            a0[j] = u[0]; a1[j] = u[1]; a2[j] = u[2];
+            v0x[j] = u[0]; v0y[j] = u[1]; v0z[j] = u[2];
         }
-        for (int j = 0; j < m; j++) { ux[j] = a0[j]; uy[j] = a1[j]; uz[j] = a2[j]; }
+        for (int j = 0; j < m; j++) { ux[j] = v0x[j]; uy[j] = v0y[j]; uz[j] = v0z[j]; }
         if (order >= 2 || dens) {
             /* the predictor (Heun), or the new position (Euler, for the density only) */
             double qx[VP_TB], qy[VP_TB], qz[VP_TB];
@@ -490,13 +490,13 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
             cell_locate(G, m, qx, qy, qz, ci, fx, fy, fz);
             for (int j = 0; j < m; j++) {
                 vp_v4f u = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
-                b0_[j] = u[0]; b1_[j] = u[1]; b2_[j] = u[2];
+                v1x[j] = u[0]; v1y[j] = u[1]; v1z[j] = u[2];
                 dd[j] = u[3]; /* density at the predictor, within dt^2 |du| of the new position */
             }
             if (order >= 2)
                 for (int j = 0; j < m; j++) {
-                    ux[j] = 0.5 * (ux[j] + (double)b0_[j]); uy[j] = 0.5 * (uy[j] + (double)b1_[j]);
-                    uz[j] = 0.5 * (uz[j] + (double)b2_[j]);
+                    ux[j] = 0.5 * (ux[j] + (double)v1x[j]); uy[j] = 0.5 * (uy[j] + (double)v1y[j]);
+                    uz[j] = 0.5 * (uz[j] + (double)v1z[j]);
                 }
             if (dens)
                 for (int j = 0; j < m; j++) dens[b0 + j] = in[j] ? (double)dd[j] : 0.0; /* beyond the grid: ambient fluid */
