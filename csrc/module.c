@@ -676,6 +676,15 @@ static PyObject *Sim_grid(SimObject *self, PyObject *unused)
                          g->n[1], g->n[0], "velocity", vel, "density", den);
 }
 
+/* The last solved grid's spacing, or 0 before any solve: grid() without its copies. */
+static PyObject *Sim_grid_spacing(SimObject *self, PyObject *unused)
+{
+    if (check_ready(self)) return NULL;
+    const vp_sim *s = self->s;
+    int solved = s->grid_velocity && vp_grid_count(&s->grid) <= s->grid_allocated;
+    return PyFloat_FromDouble(solved ? s->grid.h : 0.0);
+}
+
 static PyObject *Sim_diagnostics_c(SimObject *self, PyObject *args)
 {
     PyObject *oo = NULL;
@@ -861,6 +870,7 @@ static PyMethodDef Sim_methods[] = {
     {"collide", (PyCFunction)Sim_collide, METH_NOARGS,
      "Apply the fluid-body boundary conditions now (ejection, vorticity assignment, momentum and heat hand-over)."},
     {"grid", (PyCFunction)Sim_grid, METH_NOARGS, "grid()\n--\n\nThe last step's grid: origin, spacing, shape (z, y, x), velocity and density copies."},
+    {"_grid_spacing", (PyCFunction)Sim_grid_spacing, METH_NOARGS, "_grid_spacing(): the last solved grid's spacing, 0 before any"},
     {"_diagnostics", (PyCFunction)Sim_diagnostics_c, METH_VARARGS, "_diagnostics(origin=None)"},
     {"_view", (PyCFunction)Sim_view, METH_VARARGS, "_view(kind, field): a live view"},
     {"_count", (PyCFunction)Sim_count, METH_O, "_count(kind)"},

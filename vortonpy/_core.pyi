@@ -167,6 +167,7 @@ class Sim:
         """Apply the fluid-body boundary conditions now."""
     def remesh(self) -> None:
         """Redistribute the vortons onto a regular lattice now (M4' kernel)."""
+    def _grid_spacing(self) -> float: ...
     def grid(self) -> Dict[str, Any]:
         """The last step's grid: origin, spacing, shape (z, y, x), velocity and density copies."""
     def _step(self, n: int = ...) -> None: ...

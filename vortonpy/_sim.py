@@ -297,10 +297,8 @@ class Sim(_core.Sim):
             return order
         x = self._view("tracers", "position")
         lo = x.min(axis=0)
-        g = self.grid()
-        h = g["spacing"]
-        if g["velocity"] is None or not h > 0:  # no grid yet: the cell size the first step will choose
-            h = self._first_cell_size() or float(np.max(x.max(axis=0) - lo)) / 64 or 1.0
+        # the last solved grid's cells; with no grid yet, the cells the first step will choose
+        h = self._grid_spacing() or self._first_cell_size() or float(np.max(x.max(axis=0) - lo)) / 64 or 1.0
         c = np.minimum((x - lo) / h, 2.0 ** 20 - 1).astype(np.int64)  # 20 bits an axis
         order = np.argsort((c[:, 2] << 40) | (c[:, 1] << 20) | c[:, 0], kind="stable")
         for f in _TRACER_STATE:
