@@ -19,6 +19,7 @@
 #endif
 #include "vortonpy.h"
 #include "kernel.h"
+#include "fft_lines.h"
 
 /* ------------------------------------------------------------------ status -> exception */
 static PyObject *raise_status(int st, const char *what)
@@ -1160,6 +1161,12 @@ static PyTypeObject BodyType = {
 };
 
 /* ------------------------------------------------------------------ module */
+static PyObject *mod_fft_isa(PyObject *m, PyObject *u)
+{
+    (void)m; (void)u;
+    return PyUnicode_FromString(vp_fft_isa());
+}
+
 static PyObject *mod_openmp(PyObject *m, PyObject *u)
 {
 #ifdef _OPENMP
@@ -1194,6 +1201,7 @@ done:
 
 static PyMethodDef mod_methods[] = {
     {"has_openmp", mod_openmp, METH_NOARGS, "True if the core was built with OpenMP."},
+    {"_fft_isa", mod_fft_isa, METH_NOARGS, "_fft_isa(): 'avx2' or 'baseline', the FFT code the poisson solver runs"},
     {"direct_velocity", mod_kernel_velocity, METH_VARARGS,
      "direct_velocity(position, strength, radius, points)\n--\n\nVelocity at points induced by vortons of the given "
      "strengths (w V), by direct summation of the regularised Biot-Savart kernel."},

@@ -37,7 +37,7 @@
 
 #include "internal.h"
 #include "kernel.h"
-#include "pocketfft/pocketfft.h"
+#include "fft_lines.h"
 
 /* Smallest kernel core in grid cells.  0.8 h: the discrete lattice sum of the kernel differs
  * from the continuous integral by about exp(-2 pi 0.8) = 0.7% at the grid scale only. */
@@ -48,8 +48,8 @@ struct vp_poisson {
     int N[3];            /* padded FFT lengths (even, >= 2 n) */
     int M0;              /* N[0] / 2 + 1 complex values along x after the real transform */
     double ratio;        /* sigma / h of the cached kernel */
-    rfft_plan px;        /* length N[0] real */
-    cfft_plan py, pz;    /* lengths N[1], N[2] complex */
+    vp_fft *px;          /* length N[0] real */
+    vp_fft *py, *pz;     /* lengths N[1], N[2] complex */
     double *kernel[3];   /* Im FFT(G_c) for h = 1 (the transform is imaginary), the quarter
                             ky <= N1/2, kz <= N2/2: M0*(N1/2+1)*(N2/2+1) each; the rest
                             follows from the parity of G_c in y and z */
@@ -64,9 +64,9 @@ struct vp_poisson {
 void vp_poisson_free(struct vp_poisson *p)
 {
     if (!p) return;
-    if (p->px) destroy_rfft_plan(p->px);
-    if (p->py) destroy_cfft_plan(p->py);
-    if (p->pz) destroy_cfft_plan(p->pz);
+    vp_fft_free(p->px);
+    vp_fft_free(p->py);
+    vp_fft_free(p->pz);
     for (int c = 0; c < 3; c++) { free(p->kernel[c]); free(p->work[c]); }
     free(p);
 }
@@ -80,9 +80,9 @@ static struct vp_poisson *poisson_create(const int N[3])
     p->len = (size_t)p->M0 * (size_t)N[1] * (size_t)N[2];
     p->work_len = (size_t)p->M0 * (size_t)N[1] * (size_t)(N[2] / 2);
     p->kernel_len = (size_t)p->M0 * (size_t)(N[1] / 2 + 1) * (size_t)(N[2] / 2 + 1);
-    p->px = make_rfft_plan((size_t)N[0]);
-    p->py = make_cfft_plan((size_t)N[1]);
-    p->pz = make_cfft_plan((size_t)N[2]);
+    p->px = vp_fft_new((size_t)N[0], 1);
+    p->py = vp_fft_new((size_t)N[1], 0);
+    p->pz = vp_fft_new((size_t)N[2], 0);
     int ok = p->px && p->py && p->pz;
     for (int c = 0; c < 3 && ok; c++) {
         p->kernel[c] = malloc(p->kernel_len * sizeof(double));
@@ -101,97 +101,166 @@ static inline int wrapped(int i, int N, int *skip)
     return 2 * i < N ? i : i - N;
 }
 
+/* Four neighbouring complex values (re0 im0 re1 im1 re2 im2 re3 im3) to a lane record
+ * (re0 re1 re2 re3 im0 im1 im2 im3), and back: two 4-double shuffles each way. */
+typedef double vp_v4d __attribute__((vector_size(32)));
+typedef long long vp_v4l __attribute__((vector_size(32)));
+#if defined(__clang__)
+#define VP_SHUFFLE(a, b, i, j, k, l) __builtin_shufflevector(a, b, i, j, k, l)
+#else
+#define VP_SHUFFLE(a, b, i, j, k, l) __builtin_shuffle(a, b, (vp_v4l){i, j, k, l})
+#endif
+static inline void to_lanes(const double *src, double *rec)
+{
+    vp_v4d a, b;
+    memcpy(&a, src, sizeof a); memcpy(&b, src + 4, sizeof b);
+    vp_v4d re = VP_SHUFFLE(a, b, 0, 2, 4, 6), im = VP_SHUFFLE(a, b, 1, 3, 5, 7);
+    memcpy(rec, &re, sizeof re); memcpy(rec + 4, &im, sizeof im);
+}
+static inline void from_lanes(const double *rec, double *dst)
+{
+    vp_v4d re, im;
+    memcpy(&re, rec, sizeof re); memcpy(&im, rec + 4, sizeof im);
+    vp_v4d a = VP_SHUFFLE(re, im, 0, 4, 1, 5), b = VP_SHUFFLE(re, im, 2, 6, 3, 7);
+    memcpy(dst, &a, sizeof a); memcpy(dst + 4, &b, sizeof b);
+}
+
+/* Lines i0 .. i0+B-1 of record t (complex, stride 2 between lines at src) into the lane
+ * records of `groups` groups (group g at lanes + 8 g N, record t at + 8 t), zeros in the
+ * lanes past B; and back, for the B lines only. */
+static inline void gather_lanes(const double *src, int B, int groups, double *lanes, size_t N, int t)
+{
+    int b = 0;
+    for (; b + VP_FFT_LANES <= B; b += VP_FFT_LANES)
+        to_lanes(src + 2 * b, lanes + 8 * ((size_t)(b / VP_FFT_LANES) * N + (size_t)t));
+    if (b < VP_FFT_LANES * groups) { /* the last, partial group */
+        double tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int q = 0; q < B - b; q++) { tmp[2 * q] = src[2 * (b + q)]; tmp[2 * q + 1] = src[2 * (b + q) + 1]; }
+        to_lanes(tmp, lanes + 8 * ((size_t)(b / VP_FFT_LANES) * N + (size_t)t));
+    }
+}
+static inline void scatter_lanes(const double *lanes, size_t N, int t, int B, double *dst)
+{
+    int b = 0;
+    for (; b + VP_FFT_LANES <= B; b += VP_FFT_LANES)
+        from_lanes(lanes + 8 * ((size_t)(b / VP_FFT_LANES) * N + (size_t)t), dst + 2 * b);
+    if (b < B) {
+        double tmp[8];
+        from_lanes(lanes + 8 * ((size_t)(b / VP_FFT_LANES) * N + (size_t)t), tmp);
+        for (int q = 0; q < B - b; q++) { dst[2 * (b + q)] = tmp[2 * q]; dst[2 * (b + q) + 1] = tmp[2 * q + 1]; }
+    }
+}
+
 /* Complex transforms of the M0 lines base[i + t stride], t = 0..N-1, i = 0..M0-1 (complex
- * indices), in blocks of LINE_BLOCK neighbouring lines so that every gathered cache line is
- * used whole.  Input beyond t >= n_in is taken as zero; only t < n_keep is written back.
- * buf: LINE_BLOCK * 2N doubles.  Returns nonzero when pocketfft runs out of memory. */
-#define LINE_BLOCK 8
-static int strided_lines(cfft_plan plan, int forward, double *base, size_t stride, int M0, int N,
+ * indices), in blocks of LINE_BLOCK neighbouring lines, so that every gathered cache line is
+ * used whole, each block as groups of VP_FFT_LANES lines transformed together (fft_lines.h;
+ * lanes past the last line carry zeros).  Input beyond t >= n_in is taken as zero; only
+ * t < n_keep is written back.  buf: line_buffer_doubles.  Nonzero when out of memory. */
+#ifndef LINE_BLOCK
+#define LINE_BLOCK 16
+#endif
+#ifndef ROW_BLOCK
+#define ROW_BLOCK 32
+#endif
+#define GROUPS (LINE_BLOCK / VP_FFT_LANES)
+#define ROW_GROUPS (ROW_BLOCK / VP_FFT_LANES)
+VP_CLONES
+static int strided_lines(const vp_fft *plan, int forward, double *base, size_t stride, int M0, int N,
                          int n_in, int n_keep, double *buf)
 {
     for (int i0 = 0; i0 < M0; i0 += LINE_BLOCK) {
-        const int B = M0 - i0 < LINE_BLOCK ? M0 - i0 : LINE_BLOCK;
-        for (int t = 0; t < n_in; t++) {
-            const double *src = base + 2 * ((size_t)i0 + (size_t)t * stride);
-            for (int b = 0; b < B; b++) {
-                buf[2 * ((size_t)b * N + t)] = src[2 * b];
-                buf[2 * ((size_t)b * N + t) + 1] = src[2 * b + 1];
-            }
+        const int B = M0 - i0 < LINE_BLOCK ? M0 - i0 : LINE_BLOCK, groups = (B + VP_FFT_LANES - 1) / VP_FFT_LANES;
+        for (int t = 0; t < n_in; t++) gather_lanes(base + 2 * ((size_t)i0 + (size_t)t * stride), B, groups, buf, (size_t)N, t);
+        for (int g = 0; g < groups; g++) {
+            double *lines = buf + 8 * (size_t)g * N;
+            memset(lines + 8 * (size_t)n_in, 0, 8 * (size_t)(N - n_in) * sizeof(double));
+            if (vp_fft_exec(plan, lines, forward)) return 1;
         }
-        for (int b = 0; b < B; b++) {
-            double *line = buf + 2 * (size_t)b * N;
-            for (int t = n_in; t < N; t++) line[2 * t] = line[2 * t + 1] = 0.0;
-            if (forward ? cfft_forward(plan, line, 1.0) : cfft_backward(plan, line, 1.0)) return 1;
-        }
-        for (int t = 0; t < n_keep; t++) {
-            double *dst = base + 2 * ((size_t)i0 + (size_t)t * stride);
-            for (int b = 0; b < B; b++) {
-                dst[2 * b] = buf[2 * ((size_t)b * N + t)];
-                dst[2 * b + 1] = buf[2 * ((size_t)b * N + t) + 1];
-            }
-        }
+        for (int t = 0; t < n_keep; t++) scatter_lanes(buf, (size_t)N, t, B, base + 2 * ((size_t)i0 + (size_t)t * stride));
     }
     return 0;
 }
 
-/* Per-thread line buffer for the stages below. */
+/* Per-thread line buffer for the stages below (doubles), and its allocation (aligned for the
+ * vector transforms; free() releases it). */
 static size_t line_buffer_doubles(const struct vp_poisson *p)
 {
-    size_t a = (size_t)p->N[0], b = 3 * LINE_BLOCK * 2 * (size_t)(p->N[1] > p->N[2] ? p->N[1] : p->N[2]);
-    return a > b ? a : b;
+    size_t a = VP_FFT_LANES * (size_t)p->N[0], b = GROUPS * 8 * (size_t)p->N[1], c = 3 * ROW_GROUPS * 8 * (size_t)p->N[2];
+    return a > b ? (a > c ? a : c) : (b > c ? b : c);
+}
+
+static double *line_buffer(size_t doubles)
+{
+    return aligned_alloc(64, (doubles * sizeof(double) + 63) / 64 * 64);
 }
 
 /* Stage A, one z-plane k of component c: real transforms along x of the rows j < n1 that hold
- * data, then complex transforms along y (rows j >= n1 are zero).  Source: `src` holds
- * n0*n1*n2 nodes with 3 interleaved components (field c at src[3 node + c]); or, when
- * src == NULL, the kernel G_c for h = 1 and core ratio p->ratio on the whole padded lattice. */
+ * data (VP_FFT_LANES rows at a time), then complex transforms along y (rows j >= n1 are
+ * zero).  Source: `src` holds n0*n1*n2 nodes with 3 interleaved components (field c at
+ * src[3 node + c]); or, when src == NULL, the kernel G_c for h = 1 and core ratio p->ratio on
+ * the whole padded lattice. */
 static int plane_forward(struct vp_poisson *p, const double *src, const int n[3], int c, int k,
                          double *work, double *buf)
 {
-    const int N0 = p->N[0], N1 = p->N[1], N2 = p->N[2], M0 = p->M0;
+    const int N0 = p->N[0], N1 = p->N[1], N2 = p->N[2], M0 = p->M0, W = VP_FFT_LANES;
     const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
     const double s2 = p->ratio * p->ratio;
     double *plane = work + 2 * (size_t)k * sz;
-    for (int j = 0; j < n[1]; j++) {
-        if (src) {
-            const double *row = src + 3 * ((size_t)n[0] * ((size_t)j + (size_t)n[1] * (size_t)k)) + c;
-            for (int i = 0; i < n[0]; i++) buf[i] = row[3 * (size_t)i];
-            for (int i = n[0]; i < N0; i++) buf[i] = 0.0;
-        } else {
-            int sk_j, sk_k;
-            double dy = wrapped(j, N1, &sk_j), dz = wrapped(k, N2, &sk_k);
-            for (int i = 0; i < N0; i++) {
-                int sk_i;
-                double dx = wrapped(i, N0, &sk_i), d[3] = {dx, dy, dz};
-                double r2 = dx * dx + dy * dy + dz * dz;
-                buf[i] = (sk_i || sk_j || sk_k) ? 0.0 : d[c] * VP_INV4PI * vp_kernel_g(r2, s2);
+    for (int j0 = 0; j0 < n[1]; j0 += W) {
+        const int rows = n[1] - j0 < W ? n[1] - j0 : W;
+        for (int l = 0; l < W; l++) {
+            const int j = j0 + l;
+            if (l >= rows) {
+                for (int i = 0; i < N0; i++) buf[W * i + l] = 0.0;
+            } else if (src) {
+                const double *row = src + 3 * ((size_t)n[0] * ((size_t)j + (size_t)n[1] * (size_t)k)) + c;
+                for (int i = 0; i < n[0]; i++) buf[W * i + l] = row[3 * (size_t)i];
+                for (int i = n[0]; i < N0; i++) buf[W * i + l] = 0.0;
+            } else {
+                int sk_j, sk_k;
+                double dy = wrapped(j, N1, &sk_j), dz = wrapped(k, N2, &sk_k);
+                for (int i = 0; i < N0; i++) {
+                    int sk_i;
+                    double dx = wrapped(i, N0, &sk_i), d[3] = {dx, dy, dz};
+                    double r2 = dx * dx + dy * dy + dz * dz;
+                    buf[W * i + l] = (sk_i || sk_j || sk_k) ? 0.0 : d[c] * VP_INV4PI * vp_kernel_g(r2, s2);
+                }
             }
         }
-        if (rfft_forward(p->px, buf, 1.0)) return 1;
-        double *out = plane + 2 * (size_t)j * sy;
-        out[0] = buf[0]; out[1] = 0.0;
-        for (int m = 1; m < N0 / 2; m++) { out[2 * m] = buf[2 * m - 1]; out[2 * m + 1] = buf[2 * m]; }
-        out[2 * (N0 / 2)] = buf[N0 - 1]; out[2 * (N0 / 2) + 1] = 0.0;
+        if (vp_fft_exec(p->px, buf, 1)) return 1;
+        for (int l = 0; l < rows; l++) { /* half-complex to complex, row j0 + l */
+            double *out = plane + 2 * (size_t)(j0 + l) * sy;
+            out[0] = buf[l]; out[1] = 0.0;
+            for (int m = 1; m < N0 / 2; m++) { out[2 * m] = buf[W * (2 * m - 1) + l]; out[2 * m + 1] = buf[W * 2 * m + l]; }
+            out[2 * (N0 / 2)] = buf[W * (N0 - 1) + l]; out[2 * (N0 / 2) + 1] = 0.0;
+        }
     }
     return strided_lines(p->py, 1, plane, sy, M0, N1, n[1], N1, buf);
 }
 
 /* Stage C, one z-plane k < n2 of component c: inverse transforms along y (only j < n1 kept),
- * then real inverse transforms along x of those rows, i < n0 written to dst[3 node + c]. */
+ * then real inverse transforms along x of those rows (VP_FFT_LANES at a time), i < n0
+ * written to dst[3 node + c]. */
 static int plane_inverse(struct vp_poisson *p, double *dst, const int n[3], int c, int k, double *buf)
 {
-    const int N0 = p->N[0], N1 = p->N[1], M0 = p->M0;
+    const int N0 = p->N[0], N1 = p->N[1], M0 = p->M0, W = VP_FFT_LANES;
     const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
     double *plane = p->work[c] + 2 * (size_t)k * sz;
     if (strided_lines(p->py, 0, plane, sy, M0, N1, N1, n[1], buf)) return 1;
-    for (int j = 0; j < n[1]; j++) {
-        const double *in = plane + 2 * (size_t)j * sy;
-        buf[0] = in[0];
-        for (int m = 1; m < N0 / 2; m++) { buf[2 * m - 1] = in[2 * m]; buf[2 * m] = in[2 * m + 1]; }
-        buf[N0 - 1] = in[2 * (N0 / 2)];
-        if (rfft_backward(p->px, buf, 1.0)) return 1;
-        double *row = dst + 3 * ((size_t)n[0] * ((size_t)j + (size_t)n[1] * (size_t)k)) + c;
-        for (int i = 0; i < n[0]; i++) row[3 * (size_t)i] = buf[i];
+    for (int j0 = 0; j0 < n[1]; j0 += W) {
+        const int rows = n[1] - j0 < W ? n[1] - j0 : W;
+        for (int l = 0; l < W; l++) { /* complex to half-complex; lanes past the last row zero */
+            const double *in = plane + 2 * (size_t)(j0 + (l < rows ? l : 0)) * sy;
+            const double z = l < rows ? 1.0 : 0.0;
+            buf[l] = z * in[0];
+            for (int m = 1; m < N0 / 2; m++) { buf[W * (2 * m - 1) + l] = z * in[2 * m]; buf[W * 2 * m + l] = z * in[2 * m + 1]; }
+            buf[W * (N0 - 1) + l] = z * in[2 * (N0 / 2)];
+        }
+        if (vp_fft_exec(p->px, buf, 0)) return 1;
+        for (int l = 0; l < rows; l++) {
+            double *row = dst + 3 * ((size_t)n[0] * ((size_t)(j0 + l) + (size_t)n[1] * (size_t)k)) + c;
+            for (int i = 0; i < n[0]; i++) row[3 * (size_t)i] = buf[W * i + l];
+        }
     }
     return 0;
 }
@@ -205,7 +274,7 @@ static int planes_pass(struct vp_poisson *p, double *field, const int n[3], int 
     (void)threads;
 #pragma omp parallel num_threads(threads) reduction(| : fail) if (p->len > 20000)
     {
-        double *buf = malloc(nb * sizeof(double));
+        double *buf = line_buffer(nb);
         if (!buf) fail = 1;
 #pragma omp for schedule(dynamic)
         for (long t = 0; t < tasks; t++) {
@@ -233,7 +302,7 @@ static int build_kernel(struct vp_poisson *p, int threads)
     for (int c = 0; c < 3 && !fail; c++) {
 #pragma omp parallel num_threads(threads) reduction(| : fail) if (p->len > 20000)
         {
-            double *buf = malloc(nb * sizeof(double));
+            double *buf = line_buffer(nb);
             if (!buf) fail = 1;
 #pragma omp for schedule(dynamic)
             for (long k = 0; k < N2; k++) {
@@ -258,76 +327,82 @@ static int build_kernel(struct vp_poisson *p, int threads)
     return VP_OK;
 }
 
-/* Stage B: for every y-row j of the lattice and block of x-frequencies, transform the three
- * components along z in a line buffer (planes k >= n2 are zero), take
- * u^ = Omega^ x i K f (K: imaginary part of the kernel transform; K_x is even in ky and kz,
- * K_y odd in ky, K_z odd in kz), and transform back keeping k < n2.  Rows are independent. */
+/* Stage B for y-row j: for each block of ROW_BLOCK x-frequencies, transform the three
+ * components along z (planes k >= n2 are zero), take u^ = Omega^ x i K f (K: imaginary part
+ * of the kernel transform; K_x is even in ky and kz, K_y odd in ky, K_z odd in kz), and
+ * transform back keeping k < n2.  Lines go VP_FFT_LANES at a time (as in strided_lines) and
+ * the cross product works on the same four-lane records.  Nonzero when out of memory. */
+VP_CLONES
+static int convolve_row(struct vp_poisson *p, const int n[3], double f, int j, double *buf)
+{
+    const int N1 = p->N[1], N2 = p->N[2], M0 = p->M0, H1 = N1 / 2 + 1, W = VP_FFT_LANES;
+    const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
+    const int jq = j <= N1 / 2 ? j : N1 - j;
+    const double ysign = j <= N1 / 2 ? 1.0 : -1.0;
+    for (int i0 = 0; i0 < M0; i0 += ROW_BLOCK) {
+        const int B = M0 - i0 < ROW_BLOCK ? M0 - i0 : ROW_BLOCK, groups = (B + W - 1) / W;
+        double *lines[3] = {buf, buf + 8 * (size_t)N2 * ROW_GROUPS, buf + 16 * (size_t)N2 * ROW_GROUPS};
+        for (int c = 0; c < 3; c++) {
+            const double *base = p->work[c] + 2 * ((size_t)i0 + (size_t)j * sy);
+            for (int k = 0; k < n[2]; k++) gather_lanes(base + 2 * (size_t)k * sz, B, groups, lines[c], (size_t)N2, k);
+            for (int g = 0; g < groups; g++) {
+                double *L = lines[c] + 8 * (size_t)g * N2;
+                memset(L + 8 * (size_t)n[2], 0, 8 * (size_t)(N2 - n[2]) * sizeof(double));
+                if (vp_fft_exec(p->pz, L, 1)) return 1;
+            }
+        }
+        for (int g = 0; g < groups; g++) {
+            const int lanes = B - W * g < W ? B - W * g : W;
+            for (int k = 0; k < N2; k++) {
+                const int kq = k <= N2 / 2 ? k : N2 - k;
+                const double zsign = k <= N2 / 2 ? 1.0 : -1.0;
+                const size_t q0 = (size_t)(i0 + W * g) + (size_t)M0 * ((size_t)jq + (size_t)H1 * (size_t)kq);
+                vp_v4d gx = {0, 0, 0, 0}, gy = gx, gz = gx;
+                if (lanes == W) {
+                    memcpy(&gx, p->kernel[0] + q0, sizeof gx); memcpy(&gy, p->kernel[1] + q0, sizeof gy);
+                    memcpy(&gz, p->kernel[2] + q0, sizeof gz);
+                } else {
+                    for (int l = 0; l < lanes; l++) { gx[l] = p->kernel[0][q0 + l]; gy[l] = p->kernel[1][q0 + l]; gz[l] = p->kernel[2][q0 + l]; }
+                }
+                gx *= f; gy *= ysign * f; gz *= zsign * f;
+                double *A = lines[0] + 8 * ((size_t)g * N2 + (size_t)k), *Bv = lines[1] + 8 * ((size_t)g * N2 + (size_t)k);
+                double *C = lines[2] + 8 * ((size_t)g * N2 + (size_t)k);
+                vp_v4d ar, ai, br, bi, cr, ci;
+                memcpy(&ar, A, 32); memcpy(&ai, A + 4, 32); memcpy(&br, Bv, 32); memcpy(&bi, Bv + 4, 32);
+                memcpy(&cr, C, 32); memcpy(&ci, C + 4, 32);
+                /* (Omega x g) times i: (re, im) -> (-im, re) */
+                vp_v4d ur = br * gz - cr * gy, ui = bi * gz - ci * gy;
+                vp_v4d vr = cr * gx - ar * gz, vi = ci * gx - ai * gz;
+                vp_v4d zr = ar * gy - br * gx, zi = ai * gy - bi * gx;
+                ui = -ui; vi = -vi; zi = -zi;
+                memcpy(A, &ui, 32); memcpy(A + 4, &ur, 32); memcpy(Bv, &vi, 32); memcpy(Bv + 4, &vr, 32);
+                memcpy(C, &zi, 32); memcpy(C + 4, &zr, 32);
+            }
+        }
+        for (int c = 0; c < 3; c++) {
+            for (int g = 0; g < groups; g++)
+                if (vp_fft_exec(p->pz, lines[c] + 8 * (size_t)g * N2, 0)) return 1;
+            double *base = p->work[c] + 2 * ((size_t)i0 + (size_t)j * sy);
+            for (int k = 0; k < n[2]; k++) scatter_lanes(lines[c], (size_t)N2, k, B, base + 2 * (size_t)k * sz);
+        }
+    }
+    return 0;
+}
+
+/* Stage B over every y-row of the lattice; rows are independent. */
 static int rows_convolve(struct vp_poisson *p, const int n[3], double f, int threads)
 {
-    const int N1 = p->N[1], N2 = p->N[2], M0 = p->M0, H1 = N1 / 2 + 1;
-    const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
     const size_t nb = line_buffer_doubles(p);
+    const long N1 = p->N[1];
     int fail = 0;
     (void)threads;
 #pragma omp parallel num_threads(threads) reduction(| : fail) if (p->len > 20000)
     {
-        double *buf = malloc(nb * sizeof(double));
+        double *buf = line_buffer(nb);
         if (!buf) fail = 1;
 #pragma omp for schedule(dynamic)
-        for (long j = 0; j < N1; j++) {
-            if (!buf) continue;
-            const int jq = j <= N1 / 2 ? (int)j : N1 - (int)j;
-            const double ysign = j <= N1 / 2 ? 1.0 : -1.0;
-            for (int i0 = 0; i0 < M0 && !fail; i0 += LINE_BLOCK) {
-                const int B = M0 - i0 < LINE_BLOCK ? M0 - i0 : LINE_BLOCK;
-                double *L[3] = {buf, buf + 2 * (size_t)LINE_BLOCK * N2, buf + 4 * (size_t)LINE_BLOCK * N2};
-                for (int c = 0; c < 3; c++) {
-                    const double *base = p->work[c] + 2 * ((size_t)i0 + (size_t)j * sy);
-                    for (int k = 0; k < n[2]; k++) {
-                        const double *src = base + 2 * (size_t)k * sz;
-                        for (int b = 0; b < B; b++) {
-                            L[c][2 * ((size_t)b * N2 + k)] = src[2 * b];
-                            L[c][2 * ((size_t)b * N2 + k) + 1] = src[2 * b + 1];
-                        }
-                    }
-                    for (int b = 0; b < B; b++) {
-                        double *line = L[c] + 2 * (size_t)b * N2;
-                        for (int k = n[2]; k < N2; k++) line[2 * k] = line[2 * k + 1] = 0.0;
-                        if (cfft_forward(p->pz, line, 1.0)) fail = 1;
-                    }
-                }
-                if (fail) break;
-                for (int k = 0; k < N2; k++) {
-                    const int kq = k <= N2 / 2 ? k : N2 - k;
-                    const double zsign = k <= N2 / 2 ? 1.0 : -1.0;
-                    const size_t q0 = (size_t)i0 + (size_t)M0 * ((size_t)jq + (size_t)H1 * (size_t)kq);
-                    for (int b = 0; b < B; b++) {
-                        double gx = f * p->kernel[0][q0 + b], gy = ysign * f * p->kernel[1][q0 + b];
-                        double gz = zsign * f * p->kernel[2][q0 + b];
-                        double *A = L[0] + 2 * ((size_t)b * N2 + k), *Bv = L[1] + 2 * ((size_t)b * N2 + k);
-                        double *C = L[2] + 2 * ((size_t)b * N2 + k);
-                        double ar = A[0], ai = A[1], br = Bv[0], bi = Bv[1], cr = C[0], ci = C[1];
-                        /* (Omega x g) times i: (re, im) -> (-im, re) */
-                        double ur = br * gz - cr * gy, ui = bi * gz - ci * gy;
-                        double vr = cr * gx - ar * gz, vi = ci * gx - ai * gz;
-                        double zr = ar * gy - br * gx, zi = ai * gy - bi * gx;
-                        A[0] = -ui; A[1] = ur; Bv[0] = -vi; Bv[1] = vr; C[0] = -zi; C[1] = zr;
-                    }
-                }
-                for (int c = 0; c < 3; c++) {
-                    for (int b = 0; b < B; b++)
-                        if (cfft_backward(p->pz, L[c] + 2 * (size_t)b * N2, 1.0)) fail = 1;
-                    double *base = p->work[c] + 2 * ((size_t)i0 + (size_t)j * sy);
-                    for (int k = 0; k < n[2]; k++) {
-                        double *dst = base + 2 * (size_t)k * sz;
-                        for (int b = 0; b < B; b++) {
-                            dst[2 * b] = L[c][2 * ((size_t)b * N2 + k)];
-                            dst[2 * b + 1] = L[c][2 * ((size_t)b * N2 + k) + 1];
-                        }
-                    }
-                }
-            }
-        }
+        for (long j = 0; j < N1; j++)
+            if (buf && !fail) fail |= convolve_row(p, n, f, (int)j, buf);
         free(buf);
     }
     return fail ? VP_ERR_NOMEM : VP_OK;

@@ -155,3 +155,30 @@ def test_auto_picks_poisson_for_many_vortons_and_the_tree_for_few():
             grids[solver] = sim.grid()["velocity"]
         assert sim.solver == twin
         assert np.array_equal(grids["auto"], grids[twin]), n
+
+
+def test_poisson_baseline_fft_copy_agrees_with_the_default():
+    """The FFT lines are compiled twice, for AVX2 + FMA and for the baseline (fft_lines.cpp),
+    and a CPU here always gets the first; VORTONPY_FFT_BASELINE=1 makes a process use the
+    second.  Both are exact transforms in double, differing only in rounding (FMA, operation
+    order): about 1e-16 relative per transform, so the grid velocities agree to 1e-12 of its
+    largest value or one copy is wrong."""
+    import os
+    import subprocess
+    code = (
+        "import sys, numpy as np, vortonpy as vp\n"
+        "sim = vp.scenes.vortex_ring(tracers=0, threads=1, core=0.3, spacing=0.15)\n"
+        "sim.solver = 'poisson'; sim.update_velocity_grid()\n"
+        "np.save(sys.argv[1], sim.grid()['velocity']); print(vp._core._fft_isa())\n"
+    )
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "u.npy")
+        env = dict(os.environ, VORTONPY_FFT_BASELINE="1")
+        r = subprocess.run([sys.executable, "-c", code, out], env=env, capture_output=True, text=True, check=True)
+        assert r.stdout.strip() == "baseline"
+        u_base = np.load(out)
+    sim = vp.scenes.vortex_ring(tracers=0, threads=1, core=0.3, spacing=0.15)
+    u, _ = grid_velocity(sim, "poisson")
+    assert u.shape == u_base.shape
+    assert np.abs(u - u_base).max() <= 1e-12 * np.abs(u).max()

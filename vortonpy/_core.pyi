@@ -10,6 +10,9 @@ _Scalars = Union[float, ArrayLike]
 def has_openmp() -> bool:
     """True if the core was built with OpenMP."""
 
+def _fft_isa() -> str:
+    """'avx2' or 'baseline': the FFT code the poisson solver runs."""
+
 def direct_velocity(position: ArrayLike, strength: ArrayLike, radius: _Scalars, points: ArrayLike) -> NDArray[np.float64]:
     """Velocity (K, 3) at (K, 3) points induced by vortons of the given strengths (w V), by
     direct summation of the regularised Biot-Savart kernel."""

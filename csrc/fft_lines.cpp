@@ -1,0 +1,68 @@
+/* fft_lines.cpp: plans and dispatch for fft_lines.h.  This file holds the baseline copy of the
+ * transforms; fft_lines_avx2.cpp the AVX2 + FMA copy, used when the CPU has both. */
+#define VP_FFT_FN(name) vp_fft_base_##name
+#include "fft_lines_impl.hpp"
+
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__)) && !defined(VP_NO_CLONES)
+#define VP_FFT_HAVE_AVX2 1
+extern "C" void *vp_fft_avx2_new(size_t n, int real);
+extern "C" void vp_fft_avx2_free(void *plan, int real);
+extern "C" int vp_fft_avx2_exec(const void *plan, int real, double *buf, int forward);
+#else
+#define VP_FFT_HAVE_AVX2 0
+#endif
+
+struct vp_fft {
+    int avx2, real;
+    void *plan;
+};
+
+/* The AVX2 copy when the CPU has AVX2 and FMA, unless VORTONPY_FFT_BASELINE is set (tests run
+ * the baseline copy that way; no CPU here lacks AVX2). */
+static int cpu_has_avx2(void)
+{
+#if VP_FFT_HAVE_AVX2
+    const char *force = std::getenv("VORTONPY_FFT_BASELINE");
+    if (force && *force && *force != '0') return 0;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+extern "C" vp_fft *vp_fft_new(size_t n, int real)
+{
+    vp_fft *p = static_cast<vp_fft *>(std::malloc(sizeof(vp_fft)));
+    if (!p) return nullptr;
+    p->avx2 = cpu_has_avx2();
+    p->real = real != 0;
+#if VP_FFT_HAVE_AVX2
+    p->plan = p->avx2 ? vp_fft_avx2_new(n, p->real) : vp_fft_base_new(n, p->real);
+#else
+    p->plan = vp_fft_base_new(n, p->real);
+#endif
+    if (!p->plan) { std::free(p); return nullptr; }
+    return p;
+}
+
+extern "C" void vp_fft_free(vp_fft *p)
+{
+    if (!p) return;
+#if VP_FFT_HAVE_AVX2
+    if (p->avx2) vp_fft_avx2_free(p->plan, p->real);
+    else
+#endif
+        vp_fft_base_free(p->plan, p->real);
+    std::free(p);
+}
+
+extern "C" int vp_fft_exec(const vp_fft *p, double *buf, int forward)
+{
+#if VP_FFT_HAVE_AVX2
+    if (p->avx2) return vp_fft_avx2_exec(p->plan, p->real, buf, forward);
+#endif
+    return vp_fft_base_exec(p->plan, p->real, buf, forward);
+}
+
+extern "C" const char *vp_fft_isa(void) { return cpu_has_avx2() ? "avx2" : "baseline"; }

@@ -1,0 +1,35 @@
+/* fft_lines.h: 1D FFTs of four lines at once, one line in each lane of a 4-double vector
+ * (pocketfft's C++ transforms on vector data: every butterfly works on four lines).
+ *
+ * A buffer for a length-n transform holds n positions t, each a record of the four lines:
+ *   complex: [re0 re1 re2 re3 im0 im1 im2 im3] (8 doubles per t),
+ *   real:    [x0 x1 x2 x3] (4 doubles per t),
+ * 32-byte aligned.  Transforms are in place and unnormalised (a forward then a backward
+ * transform multiplies by n).  Real forward transforms write FFTPACK's half-complex order,
+ * r0, r1, i1, r2, i2, ..., (r_{n/2} for even n), per lane; the backward transform reads it.
+ *
+ * The transforms are compiled twice, for AVX2 + FMA and for the baseline; a plan uses the
+ * best the CPU has.  Plain C interface; the implementation is C++ (fft_lines*.cpp). */
+#ifndef VP_FFT_LINES_H
+#define VP_FFT_LINES_H
+#include <stddef.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VP_FFT_LANES 4
+
+typedef struct vp_fft vp_fft;
+
+/* A plan for length n (real: 1 for real transforms, 0 for complex); NULL when out of memory. */
+vp_fft *vp_fft_new(size_t n, int real);
+void vp_fft_free(vp_fft *p);
+/* Transform the four lines of buf (layout above); nonzero when out of memory. */
+int vp_fft_exec(const vp_fft *p, double *buf, int forward);
+/* "avx2" or "baseline": the code the plans run (benchmarks and diagnostics). */
+const char *vp_fft_isa(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

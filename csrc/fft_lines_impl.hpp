@@ -1,0 +1,101 @@
+/* fft_lines_impl.hpp: the body of fft_lines.cpp and fft_lines_avx2.cpp, which include it once
+ * each with VP_FFT_FN naming their functions (the second with VP_FFT_AVX2 defined, for the AVX2
+ * + FMA target).
+ *
+ * pocketfft's header is included inside an anonymous namespace, so each file gets its own
+ * copy of every transform (internal linkage): the linker cannot merge the AVX2 copy into the
+ * baseline one.  The standard headers it uses are included first, outside the namespace and
+ * before any target pragma, so they stay shared and baseline. */
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <complex>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <vector>
+
+#include "fft_lines.h"
+
+#ifdef VP_FFT_AVX2
+#pragma GCC target("avx2,fma")
+#endif
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi" /* 32-byte vectors in the baseline file: internal only */
+#endif
+
+#define POCKETFFT_NO_MULTITHREADING
+#define POCKETFFT_CACHE_SIZE 0
+namespace {
+#include "pocketfft/pocketfft_hdronly.h"
+
+typedef double v4d __attribute__((vector_size(32)));
+static_assert(VP_FFT_LANES == 4, "four lanes of a 4-double vector");
+
+/* The transforms run on the CPU's own vector width VL (pocketfft's VLEN: 4 doubles with AVX,
+ * 2 with SSE2 or NEON, 1 without vectors).  At VL = 4 a buffer is used as it is; narrower,
+ * its four lanes go through in VL-lane slices copied to a scratch line, since wider vectors
+ * than the hardware's are lowered to slow code. */
+#ifdef VP_FFT_AVX2
+constexpr size_t VL = 4; /* (the target pragma does not reach pocketfft's VLEN, set from __AVX__) */
+#else
+constexpr size_t VL = pocketfft::detail::VLEN<double>::val;
+#endif
+template <size_t W> struct lane { typedef double type __attribute__((vector_size(W * sizeof(double)))); };
+template <> struct lane<1> { typedef double type; };
+typedef lane<VL < 4 ? VL : 4>::type vl_t;
+static_assert(VL >= 4 || 4 % VL == 0, "lane slices");
+
+/* One transform of lines packed as T (real: n values; complex: n (re, im) pairs). */
+template <class T> void run(const pocketfft::detail::pocketfft_r<double> *plan, T *d, bool fwd) { plan->exec(d, 1.0, fwd); }
+template <class T> void run(const pocketfft::detail::pocketfft_c<double> *plan, T *d, bool fwd)
+{
+    plan->exec(reinterpret_cast<pocketfft::detail::cmplx<T> *>(d), 1.0, fwd);
+}
+
+template <class Plan> void exec_sliced(const Plan *plan, bool real, double *buf, bool forward)
+{
+    const size_t n = plan->length(), W = sizeof(vl_t) / sizeof(double);
+    if (W == 4) { run(plan, reinterpret_cast<v4d *>(buf), forward); return; }
+    const size_t rec = real ? 4 : 8, parts = real ? 1 : 2; /* doubles per record; re (and im) */
+    std::vector<vl_t> tmp(parts * n);
+    for (size_t s0 = 0; s0 < 4; s0 += W) {
+        for (size_t t = 0; t < n; t++)
+            for (size_t q = 0; q < parts; q++) std::memcpy(&tmp[parts * t + q], buf + rec * t + 4 * q + s0, sizeof(vl_t));
+        run(plan, tmp.data(), forward);
+        for (size_t t = 0; t < n; t++)
+            for (size_t q = 0; q < parts; q++) std::memcpy(buf + rec * t + 4 * q + s0, &tmp[parts * t + q], sizeof(vl_t));
+    }
+}
+}
+
+extern "C" void *VP_FFT_FN(new)(size_t n, int real)
+{
+    try {
+        if (real) return new pocketfft::detail::pocketfft_r<double>(n);
+        return new pocketfft::detail::pocketfft_c<double>(n);
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+extern "C" void VP_FFT_FN(free)(void *plan, int real)
+{
+    if (real) delete static_cast<pocketfft::detail::pocketfft_r<double> *>(plan);
+    else delete static_cast<pocketfft::detail::pocketfft_c<double> *>(plan);
+}
+
+extern "C" int VP_FFT_FN(exec)(const void *plan, int real, double *buf, int forward)
+{
+    try {
+        if (real) exec_sliced(static_cast<const pocketfft::detail::pocketfft_r<double> *>(plan), true, buf, forward != 0);
+        else exec_sliced(static_cast<const pocketfft::detail::pocketfft_c<double> *>(plan), false, buf, forward != 0);
+        return 0;
+    } catch (...) {
+        return 1;
+    }
+}
