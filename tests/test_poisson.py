@@ -174,9 +174,12 @@ def test_poisson_baseline_fft_copy_agrees_with_the_default():
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "u.npy")
-        env = dict(os.environ, VORTONPY_FFT_BASELINE="1")
-        r = subprocess.run([sys.executable, "-c", code, out], env=env, capture_output=True, text=True, check=True)
-        assert r.stdout.strip() == "baseline"
+        # the same vortonpy as this process, from a neutral folder: `-c` puts the cwd first on
+        # sys.path, and the checkout's folder holds no built core when it is pip-installed
+        env = dict(os.environ, VORTONPY_FFT_BASELINE="1", PYTHONPATH=os.pathsep.join(
+            q for q in [os.path.dirname(os.path.dirname(vp.__file__)), os.environ.get("PYTHONPATH", "")] if q))
+        r = subprocess.run([sys.executable, "-c", code, out], env=env, capture_output=True, text=True, cwd=d)
+        assert r.returncode == 0 and r.stdout.strip() == "baseline", (r.returncode, r.stdout, r.stderr)
         u_base = np.load(out)
     sim = vp.scenes.vortex_ring(tracers=0, threads=1, core=0.3, spacing=0.15)
     u, _ = grid_velocity(sim, "poisson")
