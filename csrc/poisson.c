@@ -46,9 +46,7 @@
 /* The transforms run in parallel above this many complex values per component (M0 N1 N2):
  * 300 to 2000 vortons (9^3 to 15^3 grids, lattices of 3240 to 14400 values) gain 1.4-1.5x
  * from a second thread; a threshold of 20000 left them serial. */
-#ifndef POISSON_PARALLEL_MIN
 #define POISSON_PARALLEL_MIN 2000
-#endif
 
 struct vp_poisson {
     int N[3];            /* padded FFT lengths (even, >= 2 n) */
@@ -162,12 +160,9 @@ static inline void scatter_lanes(const double *lanes, size_t N, int t, int B, do
  * used whole, each block as groups of VP_FFT_LANES lines transformed together (fft_lines.h;
  * lanes past the last line carry zeros).  Input beyond t >= n_in is taken as zero; only
  * t < n_keep is written back.  buf: line_buffer_doubles.  Nonzero when out of memory. */
-#ifndef LINE_BLOCK
-#define LINE_BLOCK 16
-#endif
-#ifndef ROW_BLOCK
-#define ROW_BLOCK 32
-#endif
+#define LINE_BLOCK 16 /* (8, 16, 32 measured within 5% of each other) */
+#define ROW_BLOCK 32  /* lines per z-convolution block (convolve_row): 1.06-1.08x over 8 on the 1e5
+                         lattice, 0.9-0.97x on hot_ball's small lattices (A/B, before the shuffles) */
 #define GROUPS (LINE_BLOCK / VP_FFT_LANES)
 #define ROW_GROUPS (ROW_BLOCK / VP_FFT_LANES)
 VP_CLONES
