@@ -45,6 +45,11 @@ class BuildExt(build_ext):
         if shutil.which(cc) is None:
             cc = sysconfig.get_config_var("CC") or "cc"
             cc = cc.split()[0]
+        cxx = getattr(self.compiler, "compiler_cxx", None) or ["c++"]
+        if shutil.which(cxx[0]) is None:
+            sys.exit(f"vortonpy: no C++ compiler ('{cxx[0]}' not found). The FFT layer (csrc/fft_lines.cpp) "
+                     "is C++: install one (Debian/Ubuntu: apt install g++, or build-essential; "
+                     "macOS: xcode-select --install), or point CXX at it.")
         compile_args = ["-O3", "-fno-math-errno", "-fopenmp-simd", "-Wall", "-Wno-unknown-pragmas"]
         link_args = []
         if os.environ.get("VORTONPY_NATIVE") == "1" and _compiles(cc, ["-march=native"]):
