@@ -410,6 +410,7 @@ typedef struct {
     int last[3];                  /* n - 2: the last cell */
     size_t sy, sz;                /* cell strides */
     const float *cells;
+    int prefetch;                 /* the cells exceed the L2 cache: prefetch a block's cells */
 } cell_geom;
 
 typedef float vp_v8f __attribute__((vector_size(32)));
@@ -434,6 +435,21 @@ static inline void cell_locate(const cell_geom *G, int m, const double *restrict
         i = i < l0 ? i : l0; k = k < l1 ? k : l1; l = l < l2 ? l : l2;
         fx[j] = (float)(u - i); fy[j] = (float)(v - k); fz[j] = (float)(w - l);
         ci[j] = i + sy * k + sz * l;
+    }
+}
+
+/* Both cache lines of the m cells ci, requested before any is read: with the cells far past
+ * the L2 cache and tracers in random order, every lookup misses, and issuing the block's 64
+ * misses at once overlaps them (1e6 random tracers on a 49^3 grid: 1.3x at 1 thread, 1.7x at
+ * 2).  Cells that fit the cache gain nothing and pay the extra loop (0.93x), so the caller
+ * asks only above VP_PREFETCH_CELLS_BYTES. */
+#define VP_PREFETCH_CELLS_BYTES ((size_t)1 << 20)
+static inline void prefetch_cells(const float *cells, const int *ci, int m)
+{
+    for (int j = 0; j < m; j++) {
+        const float *c = cells + 32 * (size_t)ci[j];
+        __builtin_prefetch(c);
+        __builtin_prefetch(c + 16);
     }
 }
 
@@ -478,6 +494,7 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
         }
         n_out += (size_t)out;
         cell_locate(G, m, px, py, pz, ci, fx, fy, fz);
+        if (G->prefetch) prefetch_cells(G->cells, ci, m);
         for (int j = 0; j < m; j++) {
             vp_v4f u = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
             v0x[j] = u[0]; v0y[j] = u[1]; v0z[j] = u[2];
@@ -488,6 +505,7 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
             double qx[VP_TB], qy[VP_TB], qz[VP_TB];
             for (int j = 0; j < m; j++) { qx[j] = px[j] + dt * ux[j]; qy[j] = py[j] + dt * uy[j]; qz[j] = pz[j] + dt * uz[j]; }
             cell_locate(G, m, qx, qy, qz, ci, fx, fy, fz);
+            if (G->prefetch) prefetch_cells(G->cells, ci, m);
             for (int j = 0; j < m; j++) {
                 vp_v4f u = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
                 v1x[j] = u[0]; v1y[j] = u[1]; v1z[j] = u[2];
@@ -569,6 +587,7 @@ static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cell
         G.inv_h = 1.0 / g->h;
         G.sy = (size_t)(g->n[0] - 1); G.sz = G.sy * (size_t)(g->n[1] - 1);
         G.cells = cells;
+        G.prefetch = 32 * sizeof(float) * G.sz * (size_t)(g->n[2] - 1) > VP_PREFETCH_CELLS_BYTES;
         const long block = 2048, nb = ((long)n + block - 1) / block;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : n_out) if (n > 4096)
         for (long b = 0; b < nb; b++) {
