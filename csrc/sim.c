@@ -440,8 +440,8 @@ static inline void cell_locate(const cell_geom *G, int m, const double *restrict
 
 /* Both cache lines of the m cells ci, requested before any is read: with the cells far past
  * the L2 cache and tracers in random order, every lookup misses, and issuing the block's 64
- * misses at once overlaps them (1e6 random tracers on a 49^3 grid: 1.3x at 1 thread, 1.7x at
- * 2).  Cells that fit the cache gain nothing and pay the extra loop (0.93x), so the caller
+ * misses at once overlaps them (1e6 random tracers on a 49^3 grid: 1.23-1.29x, up to 1.7x
+ * at 2 threads).  Cells that fit the cache gain nothing and pay the extra loop (0.93x), so the caller
  * asks only above VP_PREFETCH_CELLS_BYTES. */
 #define VP_PREFETCH_CELLS_BYTES ((size_t)1 << 20)
 static inline void prefetch_cells(const float *cells, const int *ci, int m)
