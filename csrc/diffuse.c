@@ -44,9 +44,6 @@ static inline float vp_exp_negf(float t)
     return p;
 }
 
-/* Four doubles: one pair's exchange of (w_x, w_y, w_z, T) in one AVX register. */
-typedef double vp_v4d __attribute__((vector_size(32)));
-
 /* One vorton q against m candidate neighbours j (a contiguous batch), each pair once: with
  * the symmetric pair weight g = exp(-r^2/e_qj^2) / e_qj^3 (e_qj the pair's mean spacing; the
  * caller multiplies by the normalisation), q gains g V_j (a_j - a_q) and j gains

@@ -3,13 +3,10 @@
 #define VP_FFT_FN(name) vp_fft_base_##name
 #include "fft_lines_impl.hpp"
 
-#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__)) && !defined(VP_NO_CLONES)
-#define VP_FFT_HAVE_AVX2 1
+#if VP_FFT_HAVE_AVX2
 extern "C" void *vp_fft_avx2_new(size_t n, int real);
 extern "C" void vp_fft_avx2_free(void *plan, int real);
 extern "C" int vp_fft_avx2_exec(const void *plan, int real, double *buf, int forward);
-#else
-#define VP_FFT_HAVE_AVX2 0
 #endif
 
 struct vp_fft {

@@ -19,6 +19,13 @@ extern "C" {
 
 #define VP_FFT_LANES 4
 
+/* Whether fft_lines_avx2.cpp compiles its copy (GCC on x86; the condition of VP_CLONES). */
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__)) && !defined(VP_NO_CLONES)
+#define VP_FFT_HAVE_AVX2 1
+#else
+#define VP_FFT_HAVE_AVX2 0
+#endif
+
 typedef struct vp_fft vp_fft;
 
 /* A plan for length n (real: 1 for real transforms, 0 for complex); NULL when out of memory. */

@@ -5,6 +5,10 @@
 
 #define VP_V3(buf) ((buf)->data)
 
+/* Four doubles in one AVX register (GCC/clang vector extension; lowered to SSE pairs in the
+ * baseline clones): PSE's pair records, the FFT lines' lane records. */
+typedef double vp_v4d __attribute__((vector_size(32)));
+
 /* Hot kernels are compiled three times, for AVX-512 (x86-64-v4), AVX2 + FMA (x86-64-v3) and
  * the baseline, and the loader picks the best the CPU has (GCC function multiversioning), so
  * a portable build still uses the wide units.  VP_NO_CLONES turns it off. */

@@ -107,7 +107,6 @@ static inline int wrapped(int i, int N, int *skip)
 
 /* Four neighbouring complex values (re0 im0 re1 im1 re2 im2 re3 im3) to a lane record
  * (re0 re1 re2 re3 im0 im1 im2 im3), and back: two 4-double shuffles each way. */
-typedef double vp_v4d __attribute__((vector_size(32)));
 typedef long long vp_v4l __attribute__((vector_size(32)));
 #if defined(__clang__)
 #define VP_SHUFFLE(a, b, i, j, k, l) __builtin_shufflevector(a, b, i, j, k, l)
@@ -251,11 +250,14 @@ static int plane_inverse(struct vp_poisson *p, double *dst, const int n[3], int 
     for (int j0 = 0; j0 < n[1]; j0 += W) {
         const int rows = n[1] - j0 < W ? n[1] - j0 : W;
         for (int l = 0; l < W; l++) { /* complex to half-complex; lanes past the last row zero */
-            const double *in = plane + 2 * (size_t)(j0 + (l < rows ? l : 0)) * sy;
-            const double z = l < rows ? 1.0 : 0.0;
-            buf[l] = z * in[0];
-            for (int m = 1; m < N0 / 2; m++) { buf[W * (2 * m - 1) + l] = z * in[2 * m]; buf[W * 2 * m + l] = z * in[2 * m + 1]; }
-            buf[W * (N0 - 1) + l] = z * in[2 * (N0 / 2)];
+            if (l >= rows) {
+                for (int i = 0; i < N0; i++) buf[W * i + l] = 0.0;
+                continue;
+            }
+            const double *in = plane + 2 * (size_t)(j0 + l) * sy;
+            buf[l] = in[0];
+            for (int m = 1; m < N0 / 2; m++) { buf[W * (2 * m - 1) + l] = in[2 * m]; buf[W * 2 * m + l] = in[2 * m + 1]; }
+            buf[W * (N0 - 1) + l] = in[2 * (N0 / 2)];
         }
         if (vp_fft_exec(p->px, buf, 0)) return 1;
         for (int l = 0; l < rows; l++) {
