@@ -432,6 +432,33 @@ static int is_outside(const vp_grid *g, const double x[3])
     return 0;
 }
 
+/* Cloud-in-cell splat of a strength a (3 components) at x, which is on the grid (is_outside
+ * said no; the domain gives every axis at least 2 nodes): vp_grid_splat's arithmetic, the
+ * same weights in the same order, so the same bits, but with the 8 corners unrolled (two
+ * runs of 6 contiguous doubles per (y, z) pair of corners) instead of a call per vorton with
+ * runtime loops, which made the splat a quarter of the solve at 1e5 vortons. */
+static inline void splat_strength(const vp_grid *g, double *restrict field, const double x[3], const double a[3])
+{
+    int i0[3];
+    double f[3];
+    for (int ax = 0; ax < 3; ax++) {
+        const double u = (x[ax] - g->origin[ax]) / g->h;
+        int i = (int)u;
+        if (i > g->n[ax] - 2) i = g->n[ax] - 2;
+        i0[ax] = i; f[ax] = u - i;
+    }
+    const size_t sy = (size_t)g->n[0], sz = sy * (size_t)g->n[1];
+    double *p = field + 3 * ((size_t)i0[0] + sy * (size_t)i0[1] + sz * (size_t)i0[2]);
+    const double gx0 = 1 - f[0], gx1 = f[0], gy[2] = {1 - f[1], f[1]}, gz[2] = {1 - f[2], f[2]};
+    for (int c = 0; c < 2; c++)
+        for (int b = 0; b < 2; b++) {
+            double *r = p + 3 * ((size_t)b * sy + (size_t)c * sz);
+            const double w0 = gx0 * gy[b] * gz[c], w1 = gx1 * gy[b] * gz[c];
+            r[0] += w0 * a[0]; r[1] += w0 * a[1]; r[2] += w0 * a[2];
+            r[3] += w1 * a[0]; r[4] += w1 * a[1]; r[5] += w1 * a[2];
+        }
+}
+
 /* Physics.md 2.2, `poisson`: grid velocity u = curl A, lap A = -w with free-space boundary
  * values, as the zero-padded FFT convolution of the CIC-splatted strengths with the
  * regularised Biot-Savart kernel (see the top of this file).  s->interactions: the size of
@@ -466,7 +493,7 @@ int vp_poisson_velocity_grid(vp_sim *s)
             out_idx[n_out++] = i;
             continue;
         }
-        vp_grid_splat(g, vel, 3, x + 3 * i, a);
+        splat_strength(g, vel, x + 3 * i, a);
         double am = sqrt(vp_dot3(a, a));
         wsum += am; s2sum += am * rad[i] * rad[i];
     }
