@@ -251,9 +251,36 @@ static int diffuse_pass(vp_sim *s, double dt)
         nui[i] = nv < cap ? nv : (nu > cap ? nu : cap); /* never below the molecular value */
     }
     /* cell list with cells of half the cutoff distance, scanned +-2 cells: 5^3 half-size cells
-     * hold 42% fewer candidate pairs than 3^3 full-size ones; bounded cell count */
+     * hold 42% fewer candidate pairs than 3^3 full-size ones; bounded cell count.  Its axes
+     * are the coordinate axes ordered by their number of cells (ties in x, y, z order): the
+     * rows below run along the axis with the fewest cells and the planes, which set the
+     * number of parallel tasks, across the one with the most.  (ball_through_smoke's vortons
+     * span 20 x 4 x 4 cells: rows along x gave 4 tasks in 3 colours, rows along y give 21;
+     * its diffusion phase is 1.09-1.10x faster at 2 threads.)  Distances do not depend on
+     * the axes' order; cubic sets keep x, y, z. */
+    int perm[3] = {0, 1, 2};
+    {
+        int m[3];
+        for (int a = 0; a < 3; a++) {
+            const double md = (hi[a] - lo[a]) / (0.5 * cut * emax); /* NaN (emax 0): 1 */
+            m[a] = md >= 0 && md < 1e9 ? (int)md + 1 : (md >= 1e9 ? 1000000000 : 1);
+        }
+        for (int a = 1; a < 3; a++) /* insertion sort by cell count, stable */
+            for (int b = a; b > 0 && m[perm[b]] < m[perm[b - 1]]; b--) { int t = perm[b]; perm[b] = perm[b - 1]; perm[b - 1] = t; }
+    }
+    const int permuted = perm[0] != 0 || perm[1] != 1;
+    double *xperm = permuted ? malloc(3 * n * sizeof(double)) : NULL;
+    if (permuted && !xperm) return VP_ERR_NOMEM;
+    if (permuted)
+        for (size_t i = 0; i < n; i++)
+            for (int a = 0; a < 3; a++) xperm[3 * i + a] = x[3 * i + perm[a]];
+    const double *xs = permuted ? xperm : x; /* the positions along the cell list's axes */
+    {
+        double t0[3] = {lo[perm[0]], lo[perm[1]], lo[perm[2]]}, t1[3] = {hi[perm[0]], hi[perm[1]], hi[perm[2]]};
+        for (int a = 0; a < 3; a++) { lo[a] = t0[a]; hi[a] = t1[a]; }
+    }
     vp_bins bins;
-    if (vp_bins_build(&bins, n, x, lo, hi, 0.5 * cut * emax, 4.0 * n + 64)) return VP_ERR_NOMEM;
+    if (vp_bins_build(&bins, n, xs, lo, hi, 0.5 * cut * emax, 4.0 * n + 64)) { free(xperm); return VP_ERR_NOMEM; }
     const int *nc = bins.nc;
     const size_t *start = bins.start, *order = bins.order;
     /* The Gaussian's second moment cut at r = cut e keeps the fraction
@@ -269,17 +296,18 @@ static int diffuse_pass(vp_sim *s, double dt)
      * dwz dT, and the rate sum c of pse_guard) per vorton in sorted order */
     enum { NF = 10, NO = 5 };
     double *so = malloc((NF + NO) * n * sizeof(double));
-    if (!so) { vp_bins_free(&bins); return VP_ERR_NOMEM; }
+    if (!so) { free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
     double *R = so, *O = so + NF * n;
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 20000)
     for (long qq = 0; qq < (long)n; qq++) {
         const size_t q = (size_t)qq, i = order[q];
         double *rq = R + NF * q;
-        rq[0] = x[3 * i] - lo[0]; rq[1] = x[3 * i + 1] - lo[1]; rq[2] = x[3 * i + 2] - lo[2];
+        rq[0] = xs[3 * i] - lo[0]; rq[1] = xs[3 * i + 1] - lo[1]; rq[2] = xs[3 * i + 2] - lo[2];
         rq[3] = e[i]; rq[4] = V[i];
         rq[5] = w[3 * i]; rq[6] = w[3 * i + 1]; rq[7] = w[3 * i + 2]; rq[8] = T[i]; rq[9] = nui[i];
         for (int f = 0; f < NO; f++) O[NO * q + f] = 0;
     }
+    free(xperm);
     /* Each pair once.  A row of cells (fixed cy, cz) takes its pairs with itself and with its
      * 12 "forward" rows (dz = 0 and dy = 1..2, or dz = 1..2 and dy = -2..2): every pair of
      * rows within +-2 cells is then handled exactly once.  The 13 rows are copied into one
