@@ -5,8 +5,10 @@ threads, with the per-phase breakdown from ``sim.timings``.
 Each scene is built once, warmed up (hot_ball: until its vorton count is steady), and saved;
 every repeat then loads that same state with threads=1 and with threads=2 (alternating, so
 both see the same background load) and times ``--frames`` single steps.  The speed-up is the
-median of the per-repeat ratios.  Prints a markdown table; writes
-benchmarks/results/scenes.json (or scenes_quick.json with --quick).
+median of the per-repeat ratios.  Then hot_ball once more, averaged over frames 330-930 of
+its run at each thread count (its vorton count has no steady state, so one saved state says
+little).  Prints markdown tables; writes benchmarks/results/scenes.json (or
+scenes_quick.json with --quick).
 """
 from __future__ import annotations
 
@@ -62,6 +64,34 @@ def time_frames(sim, frames, errors):
         for k, v in sim.timings.items():
             phases.setdefault(k, []).append(v)
     return times, {k: float(np.mean(v)) for k, v in phases.items()}
+
+
+def hot_ball_run(threads, start, frames, tmpdir, kw):
+    """hot_ball averaged over a stretch of its run rather than one state: its vorton count
+    swings between a few hundred and several thousand as remeshing drops weak vortons, and
+    which state frame 900 lands in depends on every rounding before it (any change to the
+    code moves it).  From the state at frame `start` (the emitted particles' lifetimes have
+    levelled the counts by then), each thread count steps the same `frames` frames (results
+    are the same bits at any thread count, so every thread count times identical work);
+    returns ms per frame (mean, median) and the mean vorton and tracer counts."""
+    sim = vp.scenes.hot_ball(threads=max(threads), **kw)
+    sim.step(start)
+    path = os.path.join(tmpdir, "hot_ball_run.npz")
+    sim.save(path)
+    del sim
+    out = {}
+    for t in threads:
+        s = vp.Sim.load(path, threads=t)
+        ms, nv, nt = [], [], []
+        for _ in range(frames):
+            _, m = C.timed(s.step)
+            ms.append(m); nv.append(len(s.vortons)); nt.append(len(s.tracers))
+        out[t] = dict(mean_ms=float(np.mean(ms)), median_ms=float(np.median(ms)), p90_ms=float(np.percentile(ms, 90)),
+                      mean_vortons=float(np.mean(nv)), min_vortons=int(np.min(nv)), max_vortons=int(np.max(nv)),
+                      mean_tracers=float(np.mean(nt)))
+        del s
+    os.unlink(path)
+    return dict(start_frame=start, frames=frames, threads=out)
 
 
 def main(argv=None):
@@ -183,8 +213,21 @@ def main(argv=None):
             r["tracer_GBps"] = gbs
             rows.append([name, ", ".join(cells), f"{gbs:.1f} ({gbs / bw[t2]:.0%})" if gbs else ""])
         print(C.md_table(["scene", "phase speed-ups", f"tracers GB/s at {t2} thr (of bandwidth)"], rows))
+    run = None
+    if "hot_ball" in a.scenes:
+        kw = dict(seed=a.hot_ball_seed) if a.hot_ball_seed is not None else {}
+        n_run = 120 if a.quick else 600
+        run = hot_ball_run(ts, 330, n_run, tmpdir, kw)
+        r0 = run["threads"][ts[0]]
+        print(f"\nhot_ball over frames 330-{330 + n_run} (the same frames at each thread count; "
+              f"{r0['mean_vortons']:.0f} vortons on average, {r0['min_vortons']}-{r0['max_vortons']}, "
+              f"{r0['mean_tracers']:.0f} tracers):\n")
+        print(C.md_table(["threads", "mean ms/frame", "median", "p90"],
+                         [[t, f"{run['threads'][t]['mean_ms']:.2f}", f"{run['threads'][t]['median_ms']:.2f}",
+                           f"{run['threads'][t]['p90_ms']:.2f}"] for t in ts]))
     out = C.write_json("scenes_quick.json" if a.quick else "scenes.json",
-                       dict(args=vars(a), repeats=repeats, frames=frames, results=results, machine_ceilings=ceil))
+                       dict(args=vars(a), repeats=repeats, frames=frames, results=results, machine_ceilings=ceil,
+                            hot_ball_run=run))
     print(f"\nwrote {os.path.relpath(out, C.REPO)}")
 
 
