@@ -175,7 +175,7 @@ static void collide_tracers_range(const vp_body *B, long k0, long k1, double *re
         int any = 0;
         for (long k = b0; k < b1; k++) {
             const double r0 = tx[3 * k] - c0, r1 = tx[3 * k + 1] - c1, r2 = tx[3 * k + 2] - c2;
-            any |= r0 * r0 + r1 * r1 + r2 * r2 < R2pre;
+            any |= !(r0 * r0 + r1 * r1 + r2 * r2 >= R2pre); /* NaN counts as inside, as in the exact test */
         }
         if (!any) continue;
         for (long k = b0; k < b1; k++) {

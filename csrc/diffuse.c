@@ -255,14 +255,16 @@ static int diffuse_pass(vp_sim *s, double dt)
      * are the coordinate axes ordered by their number of cells (ties in x, y, z order): the
      * rows below run along the axis with the fewest cells and the planes, which set the
      * number of parallel tasks, across the one with the most.  (ball_through_smoke's vortons
-     * span 20 x 4 x 4 cells: rows along x gave 4 tasks in 3 colours, rows along y give 21;
-     * its diffusion phase is 1.09-1.10x faster at 2 threads.)  Distances do not depend on
-     * the axes' order; cubic sets keep x, y, z. */
+     * span about 20 x 4 x 4 cells: rows along x gave 4 tasks in 3 colours, rows along y give
+     * about 20; its diffusion phase is 1.09-1.10x faster at 2 threads.)  The order of the
+     * axes changes only the rounding of the float32 squared distances (the pair weights stay
+     * symmetric, so the exchanges are still conserved); sets whose cell counts tie, such as
+     * cubic lattices, keep x, y, z and the same bits as before. */
     int perm[3] = {0, 1, 2};
     {
         int m[3];
         for (int a = 0; a < 3; a++) {
-            const double md = (hi[a] - lo[a]) / (0.5 * cut * emax); /* NaN (emax 0): 1 */
+            const double md = (hi[a] - lo[a]) / (0.5 * cut * emax); /* emax 0: inf or NaN, clamped */
             m[a] = md >= 0 && md < 1e9 ? (int)md + 1 : (md >= 1e9 ? 1000000000 : 1);
         }
         for (int a = 1; a < 3; a++) /* insertion sort by cell count, stable */

@@ -215,9 +215,18 @@ int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], con
                   double max_cells)
 {
     b->start = NULL; b->order = NULL;
+    if (!(cell > 0) || !isfinite(cell)) { /* degenerate (zero radii): one cell over the box */
+        cell = 0;
+        for (int a = 0; a < 3; a++) cell = hi[a] - lo[a] > cell ? hi[a] - lo[a] : cell;
+        if (!(cell > 0) || !isfinite(cell)) cell = 1.0;
+    }
     for (;;) {
         double tot = 1;
-        for (int a = 0; a < 3; a++) { b->nc[a] = (int)((hi[a] - lo[a]) / cell) + 1; tot *= b->nc[a]; }
+        for (int a = 0; a < 3; a++) {
+            const double q = (hi[a] - lo[a]) / cell; /* clamped before the cast: far outliers gave int overflow */
+            b->nc[a] = q >= 0 && q < 1e9 ? (int)q + 1 : (q >= 1e9 ? 1000000000 : 1);
+            tot *= b->nc[a];
+        }
         if (tot <= max_cells) break;
         cell *= 1.26;
     }

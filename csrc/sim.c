@@ -683,7 +683,6 @@ int vp_emit(vp_sim *s)
     return VP_OK;
 }
 
-/* Ages advance by dt; particles past their lifetime are removed. */
 /* Ages [0, n) advance by dt; returns how many are past life, and in *late how many are past
  * late (branch-free, so it vectorises: the scalar loop with its short-circuit tests cost as
  * much as a tracer pass of the contact phase). */
@@ -733,7 +732,7 @@ static int finite_array(const double *a, size_t n, int threads)
 {
     double acc = 0;
     (void)threads;
-#pragma omp parallel for simd num_threads(threads) schedule(static) reduction(+ : acc) if (n > 300000)
+#pragma omp parallel for simd num_threads(threads) schedule(static) reduction(+ : acc) if (parallel : n > 300000)
     for (size_t i = 0; i < n; i++) acc += a[i] * 0.0;
     return acc == 0.0;
 }

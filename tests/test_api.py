@@ -205,6 +205,18 @@ def test_escaped_vorton_does_not_wreck_the_grid():
     assert np.all(np.isfinite(sim.vortons.position)) and sim.vortons.position[0, 0] == pytest.approx(1e6)
 
 
+def test_vorton_1e10_away_steps_without_memory_error():
+    """With few vortons the robust limits are off and the PSE cell list spans every vorton:
+    two 1e10 apart asked for ~1e11 cells along x, which overflowed the int cell count and
+    raised MemoryError. The count is now clamped before the cast, so the cell list grows its
+    cells instead, and the step runs."""
+    sim = vp.Sim(viscosity=0.01, threads=2)
+    sim.add_vortons([[0, 0, 0], [1e10, 0, 0], [0.05, 0, 0]], [[0, 0, 1], [0, 0, 1], [0, 1, 0]], 0.05)
+    sim.step(2)
+    assert np.all(np.isfinite(sim.vortons.position))
+    assert sim.vortons.position[1, 0] == pytest.approx(1e10)
+
+
 def test_blow_up_raises_names_phase_and_rolls_back():
     sim = vp.scenes.vortex_ring(tracers=100, threads=2, rollback=1)
     sim.step(2)
