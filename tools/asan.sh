@@ -56,7 +56,9 @@ if [[ ! -e "$LIBASAN" ]]; then
     echo "asan.sh: $CC has no libasan.so ($LIBASAN); install the compiler's sanitizer runtime (e.g. libasan8)" >&2
     exit 2
 fi
-if ! ldd "$WORK"/vortonpy/_core*.so | grep -q asan; then
+# (grep without -q reads all of ldd's output: with -q it can exit first, ldd then dies of
+# SIGPIPE, and pipefail reports the pipeline as failed although asan was found)
+if ! ldd "$WORK"/vortonpy/_core*.so | grep asan >/dev/null; then
     echo "asan.sh: the extension is not linked against ASan; did setup.py honour VORTONPY_SANITIZE?" >&2
     exit 2
 fi
