@@ -684,8 +684,9 @@ int vp_emit(vp_sim *s)
 }
 
 /* Ages [0, n) advance by dt; returns how many are past life, and in *late how many are past
- * late (branch-free, so it vectorises: the scalar loop with its short-circuit tests cost as
- * much as a tracer pass of the contact phase). */
+ * late (branch-free, so it vectorises: the scalar loop with its short-circuit tests was ~2%
+ * of ball_through_smoke's step at one thread, for its 1e5 tracers).  The caller removes the
+ * particles past their lifetime. */
 VP_CLONES
 static size_t age_range(double *restrict age, size_t n, double dt, double life, double late, size_t *late_count)
 {
