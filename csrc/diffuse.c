@@ -263,10 +263,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     int perm[3] = {0, 1, 2};
     {
         int m[3];
-        for (int a = 0; a < 3; a++) {
-            const double md = (hi[a] - lo[a]) / (0.5 * cut * emax); /* emax 0: inf or NaN, clamped */
-            m[a] = md >= 0 && md < 1e9 ? (int)md + 1 : (md >= 1e9 ? 1000000000 : 1);
-        }
+        for (int a = 0; a < 3; a++) m[a] = vp_cell_count(hi[a] - lo[a], 0.5 * cut * emax); /* as vp_bins_build counts */
         for (int a = 1; a < 3; a++) /* insertion sort by cell count, stable */
             for (int b = a; b > 0 && m[perm[b]] < m[perm[b - 1]]; b--) { int t = perm[b]; perm[b] = perm[b - 1]; perm[b - 1] = t; }
     }

@@ -64,11 +64,6 @@ static inline void splat_one(const vp_grid *g, double *restrict field, int dim, 
     }
 }
 
-void vp_grid_splat(const vp_grid *g, double *field, int dim, const double x[3], const double *value)
-{
-    splat_one(g, field, dim, x, value);
-}
-
 /* Point i of vp_grid_splat_many: skipped if its values are all zero (adding them changes nothing). */
 static inline void splat_row(const vp_grid *g, double *field, int dim, const double *x, const double *val, size_t i)
 {
@@ -222,11 +217,7 @@ int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], con
     }
     for (;;) {
         double tot = 1;
-        for (int a = 0; a < 3; a++) {
-            const double q = (hi[a] - lo[a]) / cell; /* clamped before the cast: far outliers gave int overflow */
-            b->nc[a] = q >= 0 && q < 1e9 ? (int)q + 1 : (q >= 1e9 ? 1000000000 : 1);
-            tot *= b->nc[a];
-        }
+        for (int a = 0; a < 3; a++) { b->nc[a] = vp_cell_count(hi[a] - lo[a], cell); tot *= b->nc[a]; }
         if (tot <= max_cells) break;
         cell *= 1.26;
     }

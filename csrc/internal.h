@@ -44,6 +44,13 @@ static inline int vp_bins_cell(const vp_bins *b, int a, double d)
     double u = d / b->cell;
     return u > 0 ? (u < b->nc[a] - 1 ? (int)u : b->nc[a] - 1) : 0;
 }
+/* Cells of side `cell` over a span: span / cell + 1, clamped before the int cast (a far outlier
+ * over a small cell overflowed it) to 1 .. 1e9; NaN (0 / 0) gives 1. */
+static inline int vp_cell_count(double span, double cell)
+{
+    const double q = span / cell;
+    return q >= 0 && q < 1e9 ? (int)q + 1 : (q >= 1e9 ? 1000000000 : 1);
+}
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
                   double max_cells);
 void vp_bins_free(vp_bins *b);

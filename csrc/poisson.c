@@ -433,7 +433,7 @@ static int is_outside(const vp_grid *g, const double x[3])
 }
 
 /* Cloud-in-cell splat of a strength a (3 components) at x, which is on the grid (is_outside
- * said no; the domain gives every axis at least 2 nodes): vp_grid_splat's arithmetic, the
+ * said no; the domain gives every axis at least 2 nodes): grid.c's splat_one arithmetic, the
  * same weights in the same order, so the same bits, but with the 8 corners unrolled (two
  * runs of 6 contiguous doubles per (y, z) pair of corners) instead of a call per vorton with
  * runtime loops, which made the splat a quarter of the solve at 1e5 vortons. */

@@ -124,9 +124,8 @@ typedef struct {
 size_t vp_grid_count(const vp_grid *g);
 /* Trilinear interpolation of a field with `dim` components per node at point x (clamped). */
 void vp_grid_interpolate(const vp_grid *g, const double *field, int dim, const double x[3], double *out);
-/* Cloud-in-cell splat of `value` (dim components) at x into field (adds). Outside: ignored. */
-void vp_grid_splat(const vp_grid *g, double *field, int dim, const double x[3], const double *value);
-/* The same for n points (values: n rows of dim), in parallel, the sums in a fixed order
+/* Cloud-in-cell splat of n points (values: n rows of dim) into field (adds; points outside
+ * are ignored), in parallel, the sums in a fixed order
  * independent of the thread count; work: vp_grid_splat_work(g, n) size_t's of scratch. */
 size_t vp_grid_splat_work(const vp_grid *g, size_t n);
 void vp_grid_splat_many(const vp_grid *g, double *field, int dim, size_t n, const double *x, const double *val,
