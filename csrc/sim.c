@@ -492,6 +492,11 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
     for (long b0 = i0; b0 < i1; b0 += VP_TB) {
         const int m = (int)(i1 - b0 < VP_TB ? i1 - b0 : VP_TB);
         const double *xb = x + 3 * b0;
+        /* the block's velocity (and density) lines are only written: asked for now, their
+         * read-for-ownership misses overlap the lookups instead of stalling the stores */
+        for (int j = 0; j < 3 * m; j += 8) __builtin_prefetch(vel + 3 * b0 + j, 1);
+        if (dens)
+            for (int j = 0; j < m; j += 8) __builtin_prefetch(dens + b0 + j, 1);
         for (int j = 0; j < m; j++) { px[j] = xb[3 * j]; py[j] = xb[3 * j + 1]; pz[j] = xb[3 * j + 2]; }
         int out = 0;
         for (int j = 0; j < m; j++) {
