@@ -534,8 +534,10 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
          * is overwritten there too */
         double *xw = x + 3 * b0, *vw = vel + 3 * b0;
         for (int j = 0; j < m; j++) {
-            const double nx = px[j] + dt * ux[j], ny = py[j] + dt * uy[j], nz = pz[j] + dt * uz[j];
-            xw[3 * j] = in[j] ? nx : px[j]; xw[3 * j + 1] = in[j] ? ny : py[j]; xw[3 * j + 2] = in[j] ? nz : pz[j];
+            /* dt or 0 (beyond the grid): arithmetic, not a select, so that the loop and its
+             * interleaved stores vectorise (the velocity is finite, so 0 u adds nothing) */
+            const double dj = dt * (double)in[j];
+            xw[3 * j] = px[j] + dj * ux[j]; xw[3 * j + 1] = py[j] + dj * uy[j]; xw[3 * j + 2] = pz[j] + dj * uz[j];
             vw[3 * j] = ux[j]; vw[3 * j + 1] = uy[j]; vw[3 * j + 2] = uz[j];
         }
     }
