@@ -1225,7 +1225,7 @@ PyMODINIT_FUNC PyInit__core(void)
     Sim_getset[k++] = (PyGetSetDef){"diffusion_substeps", (getter)Sim_get_diffusion_substeps, NULL,
                                     "PSE exchanges the last step's diffusion took (more than 1 when 4 max(nu, kappa) dt / spacing^2 > 1: the explicit limit)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"gravity", (getter)Sim_get_gravity, (setter)Sim_set_gravity, "gravity g (3,)", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"solver", (getter)Sim_get_solver, (setter)Sim_set_solver, "'direct', 'tree', 'poisson' or 'auto' (poisson from 1000 vortons up, the tree below)", NULL};
+    Sim_getset[k++] = (PyGetSetDef){"solver", (getter)Sim_get_solver, (setter)Sim_set_solver, "'direct', 'tree', 'poisson' or 'auto' (poisson from 1000 vortons up unless tracers spread the grid far beyond them, the tree otherwise)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"threads", (getter)Sim_get_threads, (setter)Sim_set_threads, "OpenMP threads", NULL};
     Sim_getset[k++] = (PyGetSetDef){"grid_max_points", (getter)Sim_get_grid_max_points, (setter)Sim_set_grid_max_points,
                                     "upper bound on grid nodes", NULL};

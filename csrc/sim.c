@@ -313,6 +313,14 @@ int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int s
     return st;
 }
 
+/* The solver 'auto' picks for n vortons on a grid of nn nodes (see VP_AUTO_POISSON_MIN). */
+int vp_auto_solver(size_t n, size_t nn)
+{
+    if (n < VP_AUTO_POISSON_MIN || nn == 0) return VP_SOLVER_TREE;
+    double r = VP_AUTO_POISSON_RATIO * (n > 1000 ? sqrt(1000.0 / (double)n) : 1.0);
+    return (double)n >= r * (double)nn ? VP_SOLVER_POISSON : VP_SOLVER_TREE;
+}
+
 /* Phases 1-2: domain, then the velocity and its Jacobian at every grid node. */
 int vp_sim_update_velocity_grid(vp_sim *s)
 {
@@ -323,7 +331,7 @@ int vp_sim_update_velocity_grid(vp_sim *s)
     s->timings[VP_PHASE_DOMAIN] = t1 - t0;
     size_t nn = vp_grid_count(&s->grid);
     int solver = s->params.solver;
-    if (solver == VP_SOLVER_AUTO) solver = s->vortons.n >= VP_AUTO_POISSON_MIN ? VP_SOLVER_POISSON : VP_SOLVER_TREE;
+    if (solver == VP_SOLVER_AUTO) solver = vp_auto_solver(s->vortons.n, nn);
     if (solver == VP_SOLVER_POISSON) {
         st = vp_poisson_velocity_grid(s);
     } else if (solver == VP_SOLVER_TREE && s->vortons.n) {

@@ -143,18 +143,25 @@ def test_poisson_off_grid_vortons_are_summed_directly():
 
 
 def test_auto_picks_poisson_for_many_vortons_and_the_tree_for_few():
-    """solver='auto' gives exactly the poisson field from 1000 vortons up and the tree's below."""
+    """solver='auto' gives exactly the poisson field from 1000 vortons up and the tree's below,
+    and the tree's again when tracers spread the grid far beyond the vortons (1500 vortons
+    in a box 2 wide, tracers 14 wide: ~40 nodes a vorton, where the tree is the faster)."""
     rng = np.random.default_rng(1)
-    for n, twin in ((300, "tree"), (1500, "poisson")):
+    for n, spread, twin in ((300, 0, "tree"), (1500, 0, "poisson"), (1500, 7, "tree")):
         p, w = rng.uniform(-1, 1, (n, 3)), rng.normal(size=(n, 3))
+        tracers = rng.uniform(-spread, spread, (2000, 3))
         grids = {}
         for solver in ("auto", twin):
             sim = vp.Sim(solver=solver, gravity=(0, 0, 0), threads=1)
             sim.add_vortons(p, w, 0.1)
+            if spread:
+                sim.add_tracers(tracers)
             sim.update_velocity_grid()
             grids[solver] = sim.grid()["velocity"]
+        nodes = np.prod(sim.grid()["shape"])
+        assert (nodes > 30 * n) == bool(spread), (n, nodes)
         assert sim.solver == twin
-        assert np.array_equal(grids["auto"], grids[twin]), n
+        assert np.array_equal(grids["auto"], grids[twin]), (n, spread)
 
 
 def test_poisson_baseline_fft_copy_agrees_with_the_default():

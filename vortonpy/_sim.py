@@ -168,7 +168,8 @@ class Sim(_core.Sim):
     ``solver`` is ``"direct"`` (O(N^2) reference), ``"tree"`` (supervorton hierarchy, accuracy
     set by ``tree_theta``), ``"poisson"`` (vortex-in-cell with free-space boundaries: FFT
     convolution on the grid; faster than the tree from about 1e3 vortons, smoother near vortex
-    cores) or ``"auto"`` (poisson from 1000 vortons up, the tree below).
+    cores) or ``"auto"`` (poisson from 1000 vortons up, the tree below, and the tree also
+    where tracers spread the grid to more than ~8 nodes a vorton at 1e3 vortons, ~26 at 1e4).
     ``threads=None`` uses every core.  Advanced keywords (also attributes): ``tree_theta``,
     ``tree_leaf_size``, ``grid_cells_per_vorton``, ``grid_max_points``, ``pse_width``,
     ``pse_cutoff``, ``smagorinsky`` (Smagorinsky subgrid eddy viscosity coefficient, 0: off),
