@@ -481,7 +481,7 @@ static inline vp_v4f cell_lerp(const float *cells, int ci, float f0, float f1, f
 }
 
 /* Heun (or Euler) steps of tracers [i0, i1) through the gathered cells; tracers beyond the
- * grid are counted and left for the caller.  Blocks of VP_TB tracers go stage by stage
+ * grid are left for the caller, their indices written to outliers[] and counted.  Blocks of VP_TB tracers go stage by stage
  * (locate, look up, predict, locate, look up, update), so the long per-tracer dependency
  * chain of a Heun step overlaps across the block.  Only the lookups are per tracer; every
  * other stage is a branch-free loop over the block (the in-grid test, the float-to-double
@@ -490,7 +490,8 @@ static inline vp_v4f cell_lerp(const float *cells, int ci, float f0, float f1, f
  * at load time. */
 VP_CLONES
 static size_t advect_cells_range(const cell_geom *G, const double glo[3], const double ghi[3], double dt, int order,
-                                 long i0, long i1, double *restrict x, double *restrict vel, double *restrict dens)
+                                 long i0, long i1, double *restrict x, double *restrict vel, double *restrict dens,
+                                 size_t *restrict outliers)
 {
     size_t n_out = 0;
     double px[VP_TB], py[VP_TB], pz[VP_TB], ux[VP_TB], uy[VP_TB], uz[VP_TB];
@@ -511,7 +512,9 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
             in[j] = (px[j] >= lo0) & (px[j] <= hi0) & (py[j] >= lo1) & (py[j] <= hi1) & (pz[j] >= lo2) & (pz[j] <= hi2);
             out += !in[j];
         }
-        n_out += (size_t)out;
+        if (out)
+            for (int j = 0; j < m; j++)
+                if (!in[j]) outliers[n_out++] = (size_t)(b0 + j);
         cell_locate(G, m, px, py, pz, ci, fx, fy, fz);
         if (G->prefetch) prefetch_cells(G->cells, ci, m);
         for (int j = 0; j < m; j++) {
@@ -560,31 +563,25 @@ static inline int in_box(const double x[3], const double lo[3], const double hi[
 }
 
 /* Particles outside the grid (outliers beyond the robust domain) take their velocity from
- * the solver evaluated directly at their position, and an Euler step. */
-static int advect_outliers(vp_sim *s, size_t n, double *x, double *vel, const double glo[3], const double ghi[3],
-                           size_t n_out)
+ * the solver evaluated directly at their position, and an Euler step.  idx: the k particles
+ * that were outside before the step moved anyone (a rescan afterwards would also take the
+ * particles that the grid velocity has just carried out of the grid, and move them twice). */
+static int advect_outliers(vp_sim *s, double *x, double *vel, const size_t *outliers, size_t k)
 {
     double dt = s->params.dt;
-    size_t *idx = malloc(n_out * sizeof(size_t));
-    double *p = malloc(6 * n_out * sizeof(double));
-    if (!idx || !p) { free(idx); free(p); return VP_ERR_NOMEM; }
-    size_t k = 0;
-    for (size_t i = 0; i < n && k < n_out; i++) {
-        const double *xi = x + 3 * i;
-        if (!in_box(xi, glo, ghi)) {
-            idx[k] = i;
-            memcpy(p + 3 * k, xi, 3 * sizeof(double));
-            k++;
-        }
-    }
-    int st = vp_sim_velocity_at(s, k, p, p + 3 * n_out);
+    double *p = malloc(6 * k * sizeof(double));
+    size_t *idx = malloc(k * sizeof(size_t)); /* a copy: the list may live in the sim's scratch */
+    if (!p || !idx) { free(p); free(idx); return VP_ERR_NOMEM; }
+    memcpy(idx, outliers, k * sizeof(size_t));
+    for (size_t q = 0; q < k; q++) memcpy(p + 3 * q, x + 3 * idx[q], 3 * sizeof(double));
+    int st = vp_sim_velocity_at(s, k, p, p + 3 * k);
     if (!st)
         for (size_t q = 0; q < k; q++)
             for (int a = 0; a < 3; a++) {
-                vel[3 * idx[q] + a] = p[3 * n_out + 3 * q + a];
+                vel[3 * idx[q] + a] = p[3 * k + 3 * q + a];
                 x[3 * idx[q] + a] += dt * vel[3 * idx[q] + a];
             }
-    free(idx); free(p);
+    free(p); free(idx);
     return st;
 }
 
@@ -601,7 +598,10 @@ static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cell
     const vp_grid *g = &s->grid;
     double glo[3], ghi[3];
     for (int a = 0; a < 3; a++) { glo[a] = g->origin[a]; ghi[a] = g->origin[a] + g->h * (g->n[a] - 1); }
-    size_t n_out = 0;
+    /* the outliers' indices: block b's at oidx[b * block ...], their count in ocnt[b] */
+    const long block = cells ? 2048 : 64, nb = ((long)n + block - 1) / block;
+    size_t *oidx = (size_t *)vp_sim_scratch(s, n + (size_t)nb), *ocnt = oidx ? oidx + n : NULL;
+    if (!oidx) return VP_ERR_NOMEM;
     if (cells) {
         cell_geom G;
         for (int a = 0; a < 3; a++) { G.o[a] = g->origin[a]; G.top[a] = (double)(g->n[a] - 1); G.last[a] = g->n[a] - 2; }
@@ -609,34 +609,41 @@ static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cell
         G.sy = (size_t)(g->n[0] - 1); G.sz = G.sy * (size_t)(g->n[1] - 1);
         G.cells = cells;
         G.prefetch = 32 * sizeof(float) * G.sz * (size_t)(g->n[2] - 1) > VP_PREFETCH_CELLS_BYTES;
-        const long block = 2048, nb = ((long)n + block - 1) / block;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : n_out) if (n > 4096)
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 4096)
         for (long b = 0; b < nb; b++) {
             long i1 = (b + 1) * block < (long)n ? (b + 1) * block : (long)n;
-            n_out += advect_cells_range(&G, glo, ghi, dt, order, b * block, i1, x, vel, dens);
+            ocnt[b] = advect_cells_range(&G, glo, ghi, dt, order, b * block, i1, x, vel, dens, oidx + b * block);
         }
     } else {
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : n_out)
-        for (long i = 0; i < (long)n; i++) {
-            const double *xi = x + 3 * i;
-            if (!in_box(xi, glo, ghi)) {
-                n_out++;
-                continue;
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (long b = 0; b < nb; b++) {
+            const long i1 = (b + 1) * block < (long)n ? (b + 1) * block : (long)n;
+            size_t c = 0;
+            for (long i = b * block; i < i1; i++) {
+                const double *xi = x + 3 * i;
+                if (!in_box(xi, glo, ghi)) {
+                    oidx[b * block + (long)c++] = (size_t)i;
+                    continue;
+                }
+                double u0[3], u[3];
+                vp_grid_interp(g, s->grid_velocity, 3, xi, u0);
+                if (order >= 2) {
+                    double xp[3] = {xi[0] + dt * u0[0], xi[1] + dt * u0[1], xi[2] + dt * u0[2]}, u1[3];
+                    vp_grid_interp(g, s->grid_velocity, 3, xp, u1);
+                    for (int a = 0; a < 3; a++) u[a] = 0.5 * (u0[a] + u1[a]);
+                } else {
+                    for (int a = 0; a < 3; a++) u[a] = u0[a];
+                }
+                for (int a = 0; a < 3; a++) { x[3 * i + a] += dt * u[a]; vel[3 * i + a] = u[a]; }
             }
-            double u0[3], u[3];
-            vp_grid_interp(g, s->grid_velocity, 3, xi, u0);
-            if (order >= 2) {
-                double xp[3] = {xi[0] + dt * u0[0], xi[1] + dt * u0[1], xi[2] + dt * u0[2]}, u1[3];
-                vp_grid_interp(g, s->grid_velocity, 3, xp, u1);
-                for (int a = 0; a < 3; a++) u[a] = 0.5 * (u0[a] + u1[a]);
-            } else {
-                for (int a = 0; a < 3; a++) u[a] = u0[a];
-            }
-            for (int a = 0; a < 3; a++) { x[3 * i + a] += dt * u[a]; vel[3 * i + a] = u[a]; }
+            ocnt[b] = c;
         }
     }
+    size_t n_out = 0; /* the lists, packed in order (n_out <= b * block: nothing is overwritten early) */
+    for (long b = 0; b < nb; b++)
+        for (size_t q = 0; q < ocnt[b]; q++) oidx[n_out++] = oidx[b * block + (long)q];
     if (!n_out) return VP_OK;
-    return advect_outliers(s, n, x, vel, glo, ghi, n_out);
+    return advect_outliers(s, x, vel, oidx, n_out);
 }
 
 int vp_advect_vortons(vp_sim *s)
