@@ -279,6 +279,36 @@ def test_sort_tracers_moves_indices_only():
     assert np.array_equal(b.vortons.position, a.vortons.position)
 
 
+def test_sort_vortons_permutes_and_keeps_the_flow():
+    """sort_vortons permutes every vorton array by grid cell (returning the permutation), and
+    the flow goes on as before up to rounding (sums over vortons change order): a noise
+    cloud in random order, stepped with and without the sort, agrees to 1e-9 of its extent
+    after five steps (chaos amplifies the 1e-16 rounding differences only slowly here)."""
+    rng = np.random.default_rng(4)
+    p = vp.scenes.lattice([-0.5] * 3, [0.5] * 3, 0.1)
+    perm = rng.permutation(len(p))
+    w = rng.normal(size=p.shape)
+    a, b = (vp.Sim(threads=2, viscosity=0.01) for _ in range(2))
+    for s in (a, b):
+        s.add_vortons(p[perm], w[perm], 0.06, 0.01 * np.arange(len(p)) / len(p))
+        s.step(2)
+    view = b.vortons.vorticity
+    before = {f: getattr(b.vortons, f).copy() for f in ("position", "vorticity", "radius", "density", "age", "velocity")}
+    order = b.sort_vortons()
+    assert sorted(order.tolist()) == list(range(len(p)))
+    assert not np.array_equal(order, np.arange(len(p)))
+    for f, v in before.items():
+        assert np.array_equal(getattr(b.vortons, f), v[order]), f
+    assert np.array_equal(view, b.vortons.vorticity)
+    h = b.grid()["spacing"]
+    c = np.floor((b.vortons.position - b.vortons.position.min(0)) / h)
+    key = (c[:, 2] * 2 ** 20 + c[:, 1]) * 2 ** 20 + c[:, 0]
+    assert np.all(np.diff(key) >= 0)  # z, then y, then x cells: the grid's memory order
+    a.step(5); b.step(5)
+    assert np.allclose(b.vortons.position, a.vortons.position[order], rtol=0, atol=1e-9)
+    assert np.allclose(b.vortons.vorticity, a.vortons.vorticity[order], rtol=1e-9, atol=1e-9 * np.abs(w).max())
+
+
 def test_sort_tracers_before_the_first_step_sorts_by_the_coming_grid():
     """With no grid yet, sort_tracers sorts by the cells of the grid the first step will
     lay (it used the placeholder grid's spacing of 1, which left 1e6 tracers in a unit cube

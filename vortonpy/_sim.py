@@ -24,7 +24,7 @@ _PARAM_NAMES = (
 )
 
 
-# The per-particle arrays that make up the state (what save/load and sort_tracers carry);
+# The per-particle arrays that make up the state (what save/load and the sorts carry);
 # the other fields (temperature, strength) are derived from them.
 _VORTON_STATE = ("position", "vorticity", "radius", "density", "age", "velocity")
 _TRACER_STATE = ("position", "velocity", "density", "age")
@@ -292,18 +292,34 @@ class Sim(_core.Sim):
         well ordered; mixing scrambles them slowly, so an occasional call (every few hundred
         frames) is enough.  Before the first step it sorts by the cells of the grid that
         step will lay.  The simulation itself is unchanged: only indices move."""
-        n = len(self.tracers)
+        return self._sort_by_cell("tracers", _TRACER_STATE)
+
+    def sort_vortons(self) -> np.ndarray:
+        """Reorder the vortons in place by cell of the velocity grid (z, then y, then x: the
+        grid's own memory order) and return the permutation ``order`` (new vorton ``i`` is
+        old vorton ``order[i]``), as :meth:`sort_tracers` does for tracers.
+
+        Stretching, buoyancy, advection and diffusion look the grid up at every vorton; in
+        random order each lookup lands on another cache line (a 1e5-vorton lattice in random
+        order stepped 1.17x slower than in grid order, stretching 2.6x).  Remeshing and
+        ``scenes.lattice`` already produce grid order, so this is for vortons added in another
+        order by a simulation that does not remesh.  The flow is the same up to rounding:
+        sums over vortons are taken in the new order."""
+        return self._sort_by_cell("vortons", _VORTON_STATE)
+
+    def _sort_by_cell(self, kind: str, fields) -> np.ndarray:
+        n = len(getattr(self, kind))
         order = np.arange(n, dtype=np.intp)
         if n < 2:
             return order
-        x = self._view("tracers", "position")
+        x = self._view(kind, "position")
         lo = x.min(axis=0)
         # the last solved grid's cells; with no grid yet, the cells the first step will choose
         h = self._grid_spacing() or self._first_cell_size() or float(np.max(x.max(axis=0) - lo)) / 64 or 1.0
         c = np.minimum((x - lo) / h, 2.0 ** 20 - 1).astype(np.int64)  # 20 bits an axis
         order = np.argsort((c[:, 2] << 40) | (c[:, 1] << 20) | c[:, 0], kind="stable")
-        for f in _TRACER_STATE:
-            v = self._view("tracers", f)
+        for f in fields:
+            v = self._view(kind, f)
             v[...] = v[order]
         return order
 
