@@ -27,7 +27,7 @@ void vp_baroclinic(vp_sim *s);                   /* 2.4 */
 int vp_splat_density(vp_sim *s);                 /* 2.4 density grid */
 int vp_diffuse(vp_sim *s);                       /* 2.5 */
 int vp_advect_vortons(vp_sim *s);                /* 2.6 */
-int vp_auto_solver(size_t n, size_t nodes);            /* 2.2: what 'auto' picks */
+int vp_auto_solver(size_t n, size_t nodes);      /* 2.2: the solver 'auto' picks */
 int vp_advect_tracers(vp_sim *s);                /* 2.6 */
 void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]); /* 2.1 */
 void vp_bodies_buoyancy(vp_sim *s);              /* 2.8 */

@@ -481,13 +481,13 @@ static inline vp_v4f cell_lerp(const float *cells, int ci, float f0, float f1, f
 }
 
 /* Heun (or Euler) steps of tracers [i0, i1) through the gathered cells; tracers beyond the
- * grid are left for the caller, their indices written to outliers[] and counted.  Blocks of VP_TB tracers go stage by stage
- * (locate, look up, predict, locate, look up, update), so the long per-tracer dependency
- * chain of a Heun step overlaps across the block.  Only the lookups are per tracer; every
- * other stage is a branch-free loop over the block (the in-grid test, the float-to-double
- * conversions, the blends that leave tracers beyond the grid where they are), which the
- * compiler vectorises across tracers.  Compiled for AVX2+FMA and for the baseline, picked
- * at load time. */
+ * grid are left for the caller, their indices written to outliers[] and counted.  Blocks of
+ * VP_TB tracers go stage by stage (locate, look up, predict, locate, look up, update), so
+ * the long per-tracer dependency chain of a Heun step overlaps across the block.  Only the
+ * lookups are per tracer; every other stage is a branch-free loop over the block (the
+ * in-grid test, the float-to-double conversions, the update that leaves tracers beyond the
+ * grid where they are), which the compiler vectorises across tracers.  Compiled for
+ * AVX2+FMA and for the baseline, picked at load time. */
 VP_CLONES
 static size_t advect_cells_range(const cell_geom *G, const double glo[3], const double ghi[3], double dt, int order,
                                  long i0, long i1, double *restrict x, double *restrict vel, double *restrict dens,
