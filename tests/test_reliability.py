@@ -301,9 +301,13 @@ def test_many_threads_many_sims():
 # ------------------------------------------------------------------ Ctrl-C
 
 CTRL_C_CHILD = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     import numpy as np
     import vortonpy as vp
+    # Python installs its KeyboardInterrupt handler only where SIGINT is not ignored, and a
+    # shell starts background jobs with SIGINT ignored (inherited through pytest): without
+    # this line the suite run as `cmd &` sent SIGINT into the void and timed out.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sim = vp.scenes.vortex_ring(tracers=2000, threads=1)
     dt = sim.dt
     sim.step(1)  # warm
