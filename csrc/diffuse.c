@@ -56,28 +56,54 @@ static inline float vp_exp_negf(float t)
  * are inside the cutoff, so the double-precision exchange runs over those alone: their
  * indices are packed into P, and each pair's exchange of (w_x, w_y, w_z, T) is one 4-double
  * vector (W4, O4: records of 4 per candidate), so it needs no gather across fields. */
+enum { PSE_PAD = 16 }; /* the candidate loop's widest vector, in floats */
+
+/* The candidates' weights (the first loop of vp_pse_pairs).  With `uniform` (every spacing
+ * of the batch equal, as in every lattice and scene that does not mix radii) the pair's
+ * 1 / e_qj is the query's own, computed once, and the loop has no division (a vector division
+ * is the slowest operation in it); the value is the same float, so both paths give the same
+ * bits.  Inlined twice, once for each value of the constant. */
+static inline __attribute__((always_inline)) float pse_weights(size_t mv, int32_t mi, const float *restrict X,
+    const float *restrict Y, const float *restrict Z, const float *restrict E, const float *restrict NU,
+    const int32_t *restrict K, const float *restrict VF, float *restrict OC, float *restrict G, float *restrict GW,
+    float xq, float yq, float zq, float eq, float nq, float vqf, int32_t kq, float cut2, float kappa, const int uniform)
+{
+    float sc = 0.0f;
+    const float invq = 1.0f / (0.5f * (eq + eq)), invq2 = invq * invq, invq3 = invq2 * invq2 * invq;
+#pragma omp simd reduction(+ : sc)
+    for (size_t j = 0; j < mv; j++) {
+        float dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
+        float r2 = dx * dx + dy * dy + dz * dz;
+        float inv = uniform ? invq : 1.0f / (0.5f * (eq + E[j])), inv2 = uniform ? invq2 : inv * inv, u = r2 * inv2;
+        float inside = (u <= cut2 ? 1.0f : 0.0f) * (K[j] > kq && (int32_t)j < mi ? 1.0f : 0.0f), uc = u < cut2 ? u : cut2;
+        float gf = inside * vp_exp_negf(uc) * (uniform ? invq3 : inv2 * inv2 * inv);
+        float gw = gf * (0.5f * (nq + NU[j])), gc = gw + kappa * gf; /* gc: pse_guard's rate */
+        G[j] = gf; GW[j] = gw;
+        sc += gc * VF[j]; OC[j] += gc * vqf;
+    }
+    return sc;
+}
+
 VP_CLONES
 static void vp_pse_pairs(size_t m, const float *restrict X, const float *restrict Y, const float *restrict Z,
                          const float *restrict E, const float *restrict NU, const int32_t *restrict K,
                          const double *restrict V, const vp_v4d *restrict W4, vp_v4d *restrict O4,
                          const float *restrict VF, float *restrict OC, float *restrict G, float *restrict GW,
                          uint8_t *restrict IN, int32_t *restrict P, const float qf[5], int32_t kq, double vq, const double wq4[4],
-                         float cut2, float kappa, double acc[5])
+                         float cut2, float kappa, int uniform, double acc[5])
 {
     vp_v4d wq;
     memcpy(&wq, wq4, sizeof wq);
     float xq = qf[0], yq = qf[1], zq = qf[2], eq = qf[3], nq = qf[4], vqf = (float)vq, sc = 0.0f;
-#pragma omp simd reduction(+ : sc)
-    for (size_t j = 0; j < m; j++) {
-        float dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
-        float r2 = dx * dx + dy * dy + dz * dz;
-        float inv = 1.0f / (0.5f * (eq + E[j])), inv2 = inv * inv, u = r2 * inv2;
-        float inside = (u <= cut2 ? 1.0f : 0.0f) * (K[j] > kq ? 1.0f : 0.0f), uc = u < cut2 ? u : cut2;
-        float gf = inside * vp_exp_negf(uc) * (inv2 * inv2 * inv);
-        float gw = gf * (0.5f * (nq + NU[j])), gc = gw + kappa * gf; /* gc: pse_guard's rate */
-        G[j] = gf; GW[j] = gw;
-        sc += gc * VF[j]; OC[j] += gc * vqf;
-    }
+    /* the loop runs to a multiple of 16 lanes, so no candidate falls to a scalar remainder
+     * loop (with 16 lanes it took as long as the vector loop itself); lanes past m read the
+     * batch's next candidates or its finite padding (PSE_PAD) and get weight 0 */
+    const size_t mv = (m + 15) & ~(size_t)15;
+    const int32_t mi = (int32_t)m;
+    if (uniform)
+        sc = pse_weights(mv, mi, X, Y, Z, E, NU, K, VF, OC, G, GW, xq, yq, zq, eq, nq, vqf, kq, cut2, kappa, 1);
+    else
+        sc = pse_weights(mv, mi, X, Y, Z, E, NU, K, VF, OC, G, GW, xq, yq, zq, eq, nq, vqf, kq, cut2, kappa, 0);
     /* pack the indices of the nonzero weights, 8 candidates at a time (IN is zero-padded to
      * a multiple of 8): the 8 flag bytes become an 8-bit mask by one multiplication, and the
      * positions of each nibble's set bits come from a table */
@@ -86,10 +112,9 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
                                         {3, 0, 0, 0}, {0, 3, 0, 0}, {1, 3, 0, 0}, {0, 1, 3, 0},
                                         {2, 3, 0, 0}, {0, 2, 3, 0}, {1, 2, 3, 0}, {0, 1, 2, 3}};
     static const uint8_t cnt4[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
-    for (size_t j = 0; j < m; j++) IN[j] = G[j] != 0.0f;
-    for (size_t j = m; j < ((m + 7) & ~(size_t)7); j++) IN[j] = 0;
+    for (size_t j = 0; j < mv; j++) IN[j] = G[j] != 0.0f;
     size_t np = 0;
-    for (size_t j = 0; j < m; j += 8) {
+    for (size_t j = 0; j < mv; j += 8) {
         uint64_t flags;
         memcpy(&flags, IN + j, 8);
         const unsigned bits = (unsigned)((flags * 0x0102040810204080ULL) >> 56), lo = bits & 15, hi = bits >> 4;
@@ -343,10 +368,11 @@ static int diffuse_pass(vp_sim *s, double dt)
         /* batch in double: V, then the records W4 (wx wy wz T) and O4 (their sums), 32-byte aligned */
         const size_t mc = (maxc + 4) & ~(size_t)3;
         double *bb = aligned_alloc(32, 9 * mc * sizeof(double));
-        float *bf = malloc(10 * (maxc + 8) * sizeof(float)); /* 5 fields, the key, 2 weights, V, c */
+        const size_t fs = maxc + PSE_PAD; /* a float field's stride: the batch and its padding */
+        float *bf = malloc(10 * fs * sizeof(float)); /* 5 fields, the key, 2 weights, V, c */
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
-        int32_t *pk = malloc((maxc + 16) * sizeof(int32_t));
-        uint8_t *flag = malloc(maxc + 16);
+        int32_t *pk = malloc((maxc + 2 * PSE_PAD) * sizeof(int32_t));
+        uint8_t *flag = malloc(maxc + 2 * PSE_PAD);
         if (!bb || !bf || !xoff || !idx || !pk || !flag) nomem = 1;
         for (int col = 0; col < 6; col++) {
             const int pz = col % 3, py = col / 3;
@@ -367,11 +393,11 @@ static int diffuse_pass(vp_sim *s, double dt)
                 /* batch fields: float x y z e nu key V, sum c; double V, records (wx wy wz T) and
                  * their sums (dwx dwy dwz dT) */
                 float *fb[5];
-                int32_t *kb = (int32_t *)(bf + 5 * (maxc + 8)); /* own-row key */
-                for (int f = 0; f < 5; f++) fb[f] = bf + f * (maxc + 8);
+                int32_t *kb = (int32_t *)(bf + 5 * fs); /* own-row key */
+                for (int f = 0; f < 5; f++) fb[f] = bf + f * fs;
                 double *bv = bb;
                 vp_v4d *w4 = (vp_v4d *)(bb + mc), *o4 = (vp_v4d *)(bb + 5 * mc);
-                float *vf = bf + 8 * (maxc + 8), *ocf = bf + 9 * (maxc + 8);
+                float *vf = bf + 8 * fs, *ocf = bf + 9 * fs;
                 /* the batch's sorted indices, by x cell then row */
                 size_t m = 0;
                 for (int cx = 0; cx < nc[0]; cx++) {
@@ -392,8 +418,14 @@ static int diffuse_pass(vp_sim *s, double dt)
                     memcpy(&w4[k], rk + 5, sizeof(vp_v4d));
                     vf[k] = (float)rk[4];
                 }
+                for (size_t k = m; k < m + PSE_PAD; k++) { /* finite padding for the last lanes */
+                    fb[0][k] = fb[1][k] = fb[2][k] = fb[4][k] = 0.0f; fb[3][k] = 1.0f;
+                    kb[k] = INT32_MIN; vf[k] = 0.0f;
+                }
+                int uniform = 1; /* every spacing of the batch the same float */
+                for (size_t k = 1; k < m; k++) uniform &= fb[3][k] == fb[3][0];
                 memset(o4, 0, m * sizeof(vp_v4d));
-                memset(ocf, 0, m * sizeof(float));
+                memset(ocf, 0, (m + PSE_PAD) * sizeof(float));
                 for (int cx = 0; cx < nc[0]; cx++) {
                     size_t b0 = xoff[cx > 1 ? cx - 2 : 0], b1 = xoff[cx + 3 < nc[0] ? cx + 3 : nc[0]];
                     for (size_t q = start[r0 + cx]; q < start[r0 + cx + 1]; q++) {
@@ -401,9 +433,9 @@ static int diffuse_pass(vp_sim *s, double dt)
                         const float qf[5] = {(float)rq[0], (float)rq[1], (float)rq[2], (float)rq[3], (float)rq[9]};
                         double acc[NO] = {0, 0, 0, 0, 0};
                         vp_pse_pairs(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
-                                     kb + b0, bv + b0, w4 + b0, o4 + b0, vf + b0, ocf + b0, bf + 6 * (maxc + 8),
-                                     bf + 7 * (maxc + 8), flag, pk, qf, (int32_t)(q - own0), rq[4], rq + 5, (float)(cut * cut),
-                                     (float)kappa, acc);
+                                     kb + b0, bv + b0, w4 + b0, o4 + b0, vf + b0, ocf + b0, bf + 6 * fs,
+                                     bf + 7 * fs, flag, pk, qf, (int32_t)(q - own0), rq[4], rq + 5, (float)(cut * cut),
+                                     (float)kappa, uniform, acc);
                         for (int f = 0; f < NO; f++) O[NO * q + f] += acc[f];
                     }
                 }
