@@ -383,13 +383,22 @@ static int diffuse_pass(vp_sim *s, double dt)
                  cy < YB * (yb + 1) && cy < nc[1]; cy++) {
                 size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
                 if (!bb || !bf || !xoff || !idx || !pk || !flag || start[r0 + nc[0]] == start[r0]) continue;
+                /* the forward rows that hold vortons, and the x cells the batch needs: those
+                 * within 2 of the own row's first and last occupied ones (in a sparse set, such
+                 * as a plume, most rows and cells are empty; the batch is the same) */
                 size_t rows[13];
                 int nr = 0;
                 for (int f = 0; f < 13; f++) {
                     int ky = cy + fwd[f][0], kz = cz + fwd[f][1];
-                    if (kz < nc[2] && ky >= 0 && ky < nc[1])
-                        rows[nr++] = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
+                    if (kz < nc[2] && ky >= 0 && ky < nc[1]) {
+                        const size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
+                        if (start[row + nc[0]] > start[row]) rows[nr++] = row;
+                    }
                 }
+                int qx0 = 0, qx1 = nc[0] - 1;
+                while (start[r0 + qx0 + 1] == start[r0]) qx0++;
+                while (start[r0 + qx1] == start[r0 + nc[0]]) qx1--;
+                const int bx0 = qx0 > 2 ? qx0 - 2 : 0, bx1 = qx1 + 2 < nc[0] - 1 ? qx1 + 2 : nc[0] - 1;
                 /* batch fields: float x y z e nu key V, sum c; double V, records (wx wy wz T) and
                  * their sums (dwx dwy dwz dT) */
                 float *fb[5];
@@ -400,14 +409,14 @@ static int diffuse_pass(vp_sim *s, double dt)
                 float *vf = bf + 8 * fs, *ocf = bf + 9 * fs;
                 /* the batch's sorted indices, by x cell then row */
                 size_t m = 0;
-                for (int cx = 0; cx < nc[0]; cx++) {
+                for (int cx = bx0; cx <= bx1; cx++) {
                     xoff[cx] = m;
                     for (int k = 0; k < nr; k++) {
                         size_t j0 = start[rows[k] + cx], j1 = start[rows[k] + cx + 1];
                         for (size_t j = j0; j < j1; j++) idx[m++] = j;
                     }
                 }
-                xoff[nc[0]] = m;
+                xoff[bx1 + 1] = m; /* xoff is read at bx0 .. bx1 + 1 only */
                 const size_t own0 = start[r0], own1 = start[r0 + nc[0]];
                 for (size_t k = 0; k < m; k++) {
                     const double *rk = R + NF * idx[k];
@@ -426,8 +435,8 @@ static int diffuse_pass(vp_sim *s, double dt)
                 for (size_t k = 1; k < m; k++) uniform &= fb[3][k] == fb[3][0];
                 memset(o4, 0, m * sizeof(vp_v4d));
                 memset(ocf, 0, (m + PSE_PAD) * sizeof(float));
-                for (int cx = 0; cx < nc[0]; cx++) {
-                    size_t b0 = xoff[cx > 1 ? cx - 2 : 0], b1 = xoff[cx + 3 < nc[0] ? cx + 3 : nc[0]];
+                for (int cx = qx0; cx <= qx1; cx++) {
+                    size_t b0 = xoff[cx - 2 > bx0 ? cx - 2 : bx0], b1 = xoff[cx + 3 < bx1 + 1 ? cx + 3 : bx1 + 1];
                     for (size_t q = start[r0 + cx]; q < start[r0 + cx + 1]; q++) {
                         const double *rq = R + NF * q;
                         const float qf[5] = {(float)rq[0], (float)rq[1], (float)rq[2], (float)rq[3], (float)rq[9]};
