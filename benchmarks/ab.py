@@ -87,15 +87,17 @@ def run(a) -> None:
             finals[name] = (np.array(sim.vortons.position).copy(), np.array(sim.vortons.vorticity).copy())
         del sims
     shutil.rmtree(tmp)
-    keys = [k for k in rec[a.a][0] if np.median([r[k] for r in rec[a.a]]) > 0.01]
+    keys = [k for k in rec[a.a][0] if np.mean([r[k] for r in rec[a.a]]) > 0.01]
     print(f"case {a.case} (n={a.n}, tracers={a.tracers}), {a.threads} threads, {a.rounds} rounds x {a.steps} steps")
-    print(f"| phase | {a.a} ms | {a.b} ms | ratio {a.a}/{a.b} (median of paired steps) |")
+    print(f"| phase | {a.a} ms (median, mean, max) | {a.b} ms (median, mean, max) | ratio {a.a}/{a.b} (median of paired steps; of means) |")
     print("|---|---|---|---|")
     for k in keys:
-        ra = [r[k] for r in rec[a.a]]
-        rb = [r[k] for r in rec[a.b]]
-        ratio = np.median([x / y for x, y in zip(ra, rb) if y > 0]) if any(rb) else float("nan")
-        print(f"| {k} | {np.median(ra):.3f} | {np.median(rb):.3f} | {ratio:.3f} |")
+        ra = np.array([r[k] for r in rec[a.a]])
+        rb = np.array([r[k] for r in rec[a.b]])
+        pairs = [x / y for x, y in zip(ra, rb) if y > 0 and x > 0]
+        ratio = np.median(pairs) if pairs else float("nan")
+        print(f"| {k} | {np.median(ra):.3f}, {ra.mean():.3f}, {ra.max():.3f} | {np.median(rb):.3f}, {rb.mean():.3f}, {rb.max():.3f} "
+              f"| {ratio:.3f}; {ra.mean() / rb.mean() if rb.mean() > 0 else float('nan'):.3f} |")
     pa, wa = finals[a.a]
     pb, wb = finals[a.b]
     same = pa.shape == pb.shape and np.array_equal(pa, pb) and np.array_equal(wa, wb)

@@ -35,6 +35,36 @@ def test_remesh_conserves_circulation_impulse_and_mass():
     assert np.allclose(sim.vortons.radius, sim.vortons.radius[0])
 
 
+def test_remesh_of_far_apart_clusters_is_the_union_of_their_remeshes():
+    """The lattice is stored by rows, each over the x nodes some kernel reaches (a plume or two
+    drops fill little of their bounding box).  The nodes sit at multiples of the spacing
+    whatever the box, so remeshing two clusters far apart together must give exactly the
+    vortons of remeshing each alone (threshold 0: every reached node kept), and conserve."""
+    rng = np.random.default_rng(11)
+    r = 0.06
+    clusters = []
+    for c in ((0.0, 0.0, 0.0), (6.0, -5.0, 7.0)):
+        p = np.asarray(c) + rng.uniform(-0.5, 0.5, (300, 3))
+        clusters.append((p, rng.normal(size=(300, 3)), rng.uniform(-0.1, 0.1, 300)))
+
+    def remeshed(parts):
+        sim = vp.Sim(remesh_threshold=0.0, gravity=(0, 0, 0))
+        for p, w, d in parts:
+            sim.add_vortons(p, w, r, d)
+        before = moments(sim)
+        sim.remesh()
+        for b, a in zip(before, moments(sim)):
+            assert np.allclose(a, b, rtol=0, atol=1e-9 * (np.abs(b).max() + 1e-300))
+        out = np.column_stack([sim.vortons.position, sim.vortons.vorticity, sim.vortons.density])
+        return out[np.lexsort(out[:, 2::-1].T)]
+
+    both = remeshed(clusters)
+    alone = np.vstack([remeshed([c]) for c in clusters])
+    alone = alone[np.lexsort(alone[:, 2::-1].T)]
+    assert both.shape == alone.shape
+    assert np.allclose(both, alone, rtol=0, atol=1e-12 * np.abs(alone).max())
+
+
 def test_remesh_drops_empty_nodes_and_keeps_bodies_boundary():
     """Nodes weaker than the threshold are dropped (still fluid carries no vortons), and vortons
     whose kernel reaches into a body are left in place."""
