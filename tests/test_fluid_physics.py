@@ -259,3 +259,31 @@ def test_pse_guard_keeps_a_bunch_of_vortons_bounded():
     assert np.min(cij.sum(1)) > 2  # the bunch is past the explicit limit
     w_unguarded = w + cij @ w - cij.sum(1)[:, None] * w
     assert np.max(np.linalg.norm(w_unguarded, axis=1)) > 2 * np.max(np.linalg.norm(w, axis=1))
+
+
+def test_pse_avx512_packing_gives_the_same_bits_as_the_portable_one():
+    """PSE packs the indices of the pairs inside the cutoff with AVX-512's compress where the
+    CPU has it, and with a portable table lookup elsewhere (diffuse.c); VORTONPY_NO_AVX512=1
+    makes a process take the portable path.  Both must list the same pairs in the same order,
+    so viscous and heat diffusion give the same bits (on a CPU without AVX-512 both runs take
+    the portable path and the test is trivially true)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    code = (
+        "import sys, numpy as np, vortonpy as vp\n"
+        "sim = vp.scenes.hot_ball(threads=2, tracers=0)\n"
+        "sim.step(40)\n"
+        "np.save(sys.argv[1], np.column_stack([sim.vortons.position, sim.vortons.vorticity, sim.vortons.density]))\n"
+    )
+    outs = []
+    with tempfile.TemporaryDirectory() as d:
+        for flag in ("0", "1"):
+            out = os.path.join(d, f"s{flag}.npy")
+            env = dict(os.environ, VORTONPY_NO_AVX512=flag, PYTHONPATH=os.pathsep.join(
+                q for q in [os.path.dirname(os.path.dirname(vp.__file__)), os.environ.get("PYTHONPATH", "")] if q))
+            r = subprocess.run([sys.executable, "-c", code, out], env=env, capture_output=True, text=True, cwd=d)
+            assert r.returncode == 0, r.stderr
+            outs.append(np.load(out))
+    assert outs[0].shape == outs[1].shape and np.array_equal(outs[0], outs[1])
