@@ -268,7 +268,11 @@ static int plane_inverse(struct vp_poisson *p, double *dst, const int n[3], int 
     return 0;
 }
 
-/* Parallel loop over the 3 n2 (component, plane) pairs of stage A (fwd) or C (!fwd). */
+/* Parallel loop over the 3 n2 (component, plane) pairs of stage A (fwd) or C (!fwd), by
+ * component and then plane: tasks that run together work on neighbouring planes of one
+ * component.  (Taken plane by plane, the three components of a plane ran together, and stage
+ * C's writes of the x, y and z values interleaved in one field put both threads on the same
+ * cache lines: on small lattices 2 threads were slower than 1.) */
 static int planes_pass(struct vp_poisson *p, double *field, const int n[3], int fwd, int threads)
 {
     int fail = 0;
@@ -282,7 +286,7 @@ static int planes_pass(struct vp_poisson *p, double *field, const int n[3], int 
 #pragma omp for schedule(dynamic)
         for (long t = 0; t < tasks; t++) {
             if (!buf) continue;
-            int c = (int)(t % 3), k = (int)(t / 3);
+            int c = (int)(t / n[2]), k = (int)(t % n[2]);
             fail |= fwd ? plane_forward(p, field, n, c, k, p->work[c], buf) : plane_inverse(p, field, n, c, k, buf);
         }
         free(buf);
@@ -392,7 +396,10 @@ static int convolve_row(struct vp_poisson *p, const int n[3], double f, int j, d
     return 0;
 }
 
-/* Stage B over every y-row of the lattice; rows are independent. */
+/* Stage B over every y-row of the lattice; rows are independent and cost the same, so each
+ * thread takes one contiguous run of them (a row's values in a plane are M0 complex values,
+ * not a whole number of cache lines: neighbouring rows on two threads shared a cache line in
+ * every plane, which made 2 threads slower than 1 on small lattices). */
 static int rows_convolve(struct vp_poisson *p, const int n[3], double f, int threads)
 {
     const size_t nb = line_buffer_doubles(p);
@@ -403,7 +410,7 @@ static int rows_convolve(struct vp_poisson *p, const int n[3], double f, int thr
     {
         double *buf = line_buffer(nb);
         if (!buf) fail = 1;
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(static)
         for (long j = 0; j < N1; j++)
             if (buf && !fail) fail |= convolve_row(p, n, f, (int)j, buf);
         free(buf);
