@@ -203,10 +203,8 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
  * count.  O: NO sums per vorton in sorted order (dwx dwy dwz dT c, without the factor
  * f = dt norm); R: the sorted records (x-lo y-lo z-lo e V wx wy wz T nu). */
 #define PSE_MAX_RATE 1.0
-/* One pair's correction in pse_guard: the increments of q's and of j's sums. */
-typedef struct { size_t j; double dq[4], dj[4]; } pse_fix;
 static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, int NO, size_t n, double f,
-                     float cut2, int threads)
+                     float cut2)
 {
     const int *nc = bins->nc;
     const size_t *start = bins->start;
@@ -215,38 +213,13 @@ static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, in
     if (nh == 0) return VP_OK;
     /* the rate sums before any correction (every scale uses the uncorrected c) */
     double *c = malloc(n * sizeof(double));
-    size_t *hq = malloc(nh * sizeof(size_t)), *cnt = calloc(nh, sizeof(size_t));
-    pse_fix **fix = calloc(nh, sizeof(pse_fix *));
-    if (!c || !hq || !cnt || !fix) { free(c); free(hq); free(cnt); free(fix); return VP_ERR_NOMEM; }
-    for (size_t q = 0, h = 0; q < n; q++) {
-        c[q] = f * O[NO * q + 4];
-        if (c[q] > PSE_MAX_RATE) hq[h++] = q;
-    }
-    /* the corrections of each bunched vorton's pairs, computed in parallel (they read only the
-     * records and c), then added serially in the order of the bunched vortons and of their
-     * pairs: the same additions as one serial pass, so the same bits at any thread count */
-    int nomem = 0;
-    (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(| : nomem) if (nh > 1)
-    for (long hh = 0; hh < (long)nh; hh++) {
-        const size_t h = (size_t)hh, q = hq[h];
+    if (!c) return VP_ERR_NOMEM;
+    for (size_t q = 0; q < n; q++) c[q] = f * O[NO * q + 4];
+    for (size_t q = 0; q < n; q++) {
+        if (c[q] <= PSE_MAX_RATE) continue;
         const double *rq = R + (size_t)NF * q;
         int k[3];
         for (int a = 0; a < 3; a++) k[a] = vp_bins_cell(bins, a, rq[a]); /* rq: offsets from lo */
-        size_t cap = 0;
-        for (int cz = k[2] - 2; cz <= k[2] + 2; cz++) {
-            if (cz < 0 || cz >= nc[2]) continue;
-            for (int cy = k[1] - 2; cy <= k[1] + 2; cy++) {
-                if (cy < 0 || cy >= nc[1]) continue;
-                const size_t row = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
-                const int x0 = k[0] > 2 ? k[0] - 2 : 0, x1 = k[0] + 2 < nc[0] - 1 ? k[0] + 2 : nc[0] - 1;
-                cap += start[row + x1 + 1] - start[row + x0];
-            }
-        }
-        pse_fix *fx = malloc((cap ? cap : 1) * sizeof(pse_fix));
-        if (!fx) { nomem = 1; continue; }
-        fix[h] = fx;
-        size_t m = 0;
         const float xq = (float)rq[0], yq = (float)rq[1], zq = (float)rq[2], eq = (float)rq[3], nq = (float)rq[9];
         for (int cz = k[2] - 2; cz <= k[2] + 2; cz++) {
             if (cz < 0 || cz >= nc[2]) continue;
@@ -265,32 +238,20 @@ static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, in
                     double g = vp_exp_negf(u) * (inv2 * inv2 * inv), gw = g * (0.5f * (nq + (float)rj[9]));
                     double sc = PSE_MAX_RATE / (c[q] > c[j] ? c[q] : c[j]);
                     if (sc >= 1.0) continue;
-                    double mm = sc - 1.0, vq = rq[4], vj = rj[4];
-                    pse_fix *p = fx + m++;
-                    p->j = j;
+                    double m = sc - 1.0, vq = rq[4], vj = rj[4];
+                    double *oq = O + (size_t)NO * q, *oj = O + (size_t)NO * j;
                     for (int a = 0; a < 3; a++) {
                         double d = rj[5 + a] - rq[5 + a];
-                        p->dq[a] = mm * gw * vj * d; p->dj[a] = mm * gw * vq * d;
+                        oq[a] += m * gw * vj * d; oj[a] -= m * gw * vq * d;
                     }
                     double dT = rj[8] - rq[8];
-                    p->dq[3] = mm * g * vj * dT; p->dj[3] = mm * g * vq * dT;
+                    oq[3] += m * g * vj * dT; oj[3] -= m * g * vq * dT;
                 }
             }
         }
-        cnt[h] = m;
     }
-    if (!nomem)
-        for (size_t h = 0; h < nh; h++) {
-            double *oq = O + (size_t)NO * hq[h];
-            for (size_t t = 0; t < cnt[h]; t++) {
-                const pse_fix *p = fix[h] + t;
-                double *oj = O + (size_t)NO * p->j;
-                for (int a = 0; a < 4; a++) { oq[a] += p->dq[a]; oj[a] -= p->dj[a]; }
-            }
-        }
-    for (size_t h = 0; h < nh; h++) free(fix[h]);
-    free(c); free(hq); free(cnt); free(fix);
-    return nomem ? VP_ERR_NOMEM : VP_OK;
+    free(c);
+    return VP_OK;
 }
 
 /* One explicit PSE exchange of length dt (the eddy viscosity's cap uses the step's dt). */
@@ -541,7 +502,7 @@ static int diffuse_pass(vp_sim *s, double dt)
         }
         free(bb); free(bf); free(xoff); free(idx); free(pk); free(flag);
     }
-    if (nomem || pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut), threads)) {
+    if (nomem || pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut))) {
         free(so); vp_bins_free(&bins); return VP_ERR_NOMEM;
     }
     /* the exchange, back in the vortons' order (each vorton once: no two threads share one) */
