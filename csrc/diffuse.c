@@ -65,7 +65,6 @@ enum { PSE_PAD = 16 }; /* the candidate loop's widest vector, in floats */
  * far slower.)  Used when the CPU has AVX-512F, unless VORTONPY_NO_AVX512 is set. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(VP_NO_CLONES)
 #include <immintrin.h>
-#define PSE_HAVE_AVX512 1
 __attribute__((target("avx512f"))) static size_t pse_pack_avx512(const float *G, size_t mv, int32_t *P)
 {
     size_t np = 0;
@@ -87,8 +86,8 @@ static int pse_cpu_avx512(void)
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f");
 }
-#else
-#define PSE_HAVE_AVX512 0
+#else /* no AVX-512 path: pse_cpu_avx512 says no, so the packing is never called */
+static size_t pse_pack_avx512(const float *G, size_t mv, int32_t *P) { (void)G; (void)mv; (void)P; return 0; }
 static int pse_cpu_avx512(void) { return 0; }
 #endif
 
@@ -138,28 +137,29 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
         sc = pse_weights(mv, mi, X, Y, Z, E, NU, K, VF, OC, G, GW, xq, yq, zq, eq, nq, vqf, kq, cut2, kappa, 1);
     else
         sc = pse_weights(mv, mi, X, Y, Z, E, NU, K, VF, OC, G, GW, xq, yq, zq, eq, nq, vqf, kq, cut2, kappa, 0);
-    /* pack the indices of the nonzero weights, 8 candidates at a time (IN is zero-padded to
-     * a multiple of 8): the 8 flag bytes become an 8-bit mask by one multiplication, and the
-     * positions of each nibble's set bits come from a table */
-    static const uint8_t pos4[16][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0},
-                                        {2, 0, 0, 0}, {0, 2, 0, 0}, {1, 2, 0, 0}, {0, 1, 2, 0},
-                                        {3, 0, 0, 0}, {0, 3, 0, 0}, {1, 3, 0, 0}, {0, 1, 3, 0},
-                                        {2, 3, 0, 0}, {0, 2, 3, 0}, {1, 2, 3, 0}, {0, 1, 2, 3}};
-    static const uint8_t cnt4[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
+    /* pack the indices of the nonzero weights: with AVX-512 by compress (pse_pack_avx512);
+     * otherwise 8 candidates at a time (mv is a multiple of 16): the 8 flag bytes become an
+     * 8-bit mask by one multiplication, and the positions of each nibble's set bits come
+     * from a table.  Both give the same indices in the same order. */
     size_t np = 0;
-#if PSE_HAVE_AVX512
-    if (avx512) np = pse_pack_avx512(G, mv, P);
-    else
-#endif
-    for (size_t j = 0; j < mv; j++) IN[j] = G[j] != 0.0f;
-    for (size_t j = 0; j < mv && !avx512; j += 8) {
-        uint64_t flags;
-        memcpy(&flags, IN + j, 8);
-        const unsigned bits = (unsigned)((flags * 0x0102040810204080ULL) >> 56), lo = bits & 15, hi = bits >> 4;
-        for (int b = 0; b < 4; b++) P[np + b] = (int32_t)j + pos4[lo][b];
-        np += cnt4[lo];
-        for (int b = 0; b < 4; b++) P[np + b] = (int32_t)j + 4 + pos4[hi][b];
-        np += cnt4[hi];
+    if (avx512) {
+        np = pse_pack_avx512(G, mv, P);
+    } else {
+        static const uint8_t pos4[16][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0},
+                                            {2, 0, 0, 0}, {0, 2, 0, 0}, {1, 2, 0, 0}, {0, 1, 2, 0},
+                                            {3, 0, 0, 0}, {0, 3, 0, 0}, {1, 3, 0, 0}, {0, 1, 3, 0},
+                                            {2, 3, 0, 0}, {0, 2, 3, 0}, {1, 2, 3, 0}, {0, 1, 2, 3}};
+        static const uint8_t cnt4[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
+        for (size_t j = 0; j < mv; j++) IN[j] = G[j] != 0.0f;
+        for (size_t j = 0; j < mv; j += 8) {
+            uint64_t flags;
+            memcpy(&flags, IN + j, 8);
+            const unsigned bits = (unsigned)((flags * 0x0102040810204080ULL) >> 56), lo = bits & 15, hi = bits >> 4;
+            for (int b = 0; b < 4; b++) P[np + b] = (int32_t)j + pos4[lo][b];
+            np += cnt4[lo];
+            for (int b = 0; b < 4; b++) P[np + b] = (int32_t)j + 4 + pos4[hi][b];
+            np += cnt4[hi];
+        }
     }
     vp_v4d s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
     size_t t = 0;
