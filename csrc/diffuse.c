@@ -56,7 +56,7 @@ static inline float vp_exp_negf(float t)
  * are inside the cutoff, so the double-precision exchange runs over those alone: their
  * indices are packed into P, and each pair's exchange of (w_x, w_y, w_z, T) is one 4-double
  * vector (W4, O4: records of 4 per candidate), so it needs no gather across fields. */
-enum { PSE_PAD = 16 }; /* the candidate loop's widest vector, in floats */
+enum { PSE_PAD = 16 }; /* the candidate loop's widest vector, in floats (a power of 2) */
 
 /* The packing of the nonzero weights' indices (vp_pse_pairs) by AVX-512's compress: 16
  * candidates a compare, a compress and a store, where the portable table lookup below takes
@@ -71,7 +71,7 @@ __attribute__((target("avx512f"))) static size_t pse_pack_avx512(const float *G,
     __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i step = _mm512_set1_epi32(16);
     const __m512 zero = _mm512_setzero_ps();
-    for (size_t j = 0; j < mv; j += 16) { /* mv: a multiple of 16; P has room for np + 16 */
+    for (size_t j = 0; j < mv; j += 16) { /* mv: a multiple of PSE_PAD = 16; P has room for np + 16 */
         const __mmask16 k = _mm512_cmp_ps_mask(_mm512_loadu_ps(G + j), zero, _CMP_NEQ_UQ); /* as C's != */
         _mm512_storeu_si512((void *)(P + np), _mm512_maskz_compress_epi32(k, idx));
         np += (size_t)__builtin_popcount((unsigned)k);
@@ -131,7 +131,7 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
     /* the loop runs to a multiple of 16 lanes, so no candidate falls to a scalar remainder
      * loop (with 16 lanes it took as long as the vector loop itself); lanes past m read the
      * batch's next candidates or its finite padding (PSE_PAD) and get weight 0 */
-    const size_t mv = (m + 15) & ~(size_t)15;
+    const size_t mv = (m + PSE_PAD - 1) & ~(size_t)(PSE_PAD - 1);
     const int32_t mi = (int32_t)m;
     if (uniform)
         sc = pse_weights(mv, mi, X, Y, Z, E, NU, K, VF, OC, G, GW, xq, yq, zq, eq, nq, vqf, kq, cut2, kappa, 1);
