@@ -210,3 +210,16 @@ def noise_lattice(n_target: int, seed: int = 0, amplitude: float = 1.0):
     w = rng.normal(size=p.shape)
     w *= amplitude / np.linalg.norm(w, axis=1, keepdims=True)
     return p, w, radius_for_spacing(h)
+
+
+def lattice_sim(vp, n_target: int, threads: int, seed: int = 0, solver: str = "auto"):
+    """The scaling benchmark's case: a noise lattice of about ``n_target`` vortons in a ``Sim``
+    of the given ``vp`` module (vortonpy, or a snapshot of it for ab.py), gravity on and
+    viscosity 0.01 but at most 0.1 h^2 / dt (the eddy viscosity's ceiling): past
+    4 nu dt / h^2 = 1 the explicit PSE exchange would need substeps, and a run with 1e6
+    vortons in a unit cube has no use for a viscosity that smears out its spacing."""
+    p, w, r = noise_lattice(n_target, seed=seed)
+    h = 1.0 / round(len(p) ** (1 / 3))
+    sim = vp.Sim(threads=threads, viscosity=min(0.01, 0.1 * h * h / (1 / 30)), gravity=(0, 0, -10), solver=solver)
+    sim.add_vortons(p, w, r)
+    return sim

@@ -49,10 +49,7 @@ def load(name: str):
 
 def build_case(vp, a):
     if a.case == "lattice":
-        p, w, r = C.noise_lattice(int(float(a.n)))
-        h = 1.0 / round(len(p) ** (1 / 3))
-        sim = vp.Sim(threads=a.threads, viscosity=min(0.01, 0.1 * h * h / (1 / 30)), gravity=(0, 0, -10))
-        sim.add_vortons(p, w, r)
+        sim = C.lattice_sim(vp, int(float(a.n)), a.threads)
         if a.tracers:
             sim.add_tracers(np.random.default_rng(1).random((int(float(a.tracers)), 3)) - 0.5)
     else:

@@ -24,13 +24,7 @@ import vortonpy as vp  # noqa: E402
 
 
 def run_case(n, tracers, threads, warmup, steps, seed=0, solver="auto", sort=False):
-    p, w, r = C.noise_lattice(n, seed=seed)
-    # nu = 0.01, but at most 0.1 h^2 / dt (the eddy viscosity's ceiling): past 4 nu dt / h^2 = 1
-    # the explicit PSE exchange would need substeps (sim.diffusion_substeps), and a run with
-    # 1e6 vortons in a unit cube has no use for a viscosity that smears out its spacing
-    h = 1.0 / round(len(p) ** (1 / 3))
-    sim = vp.Sim(threads=threads, viscosity=min(0.01, 0.1 * h * h / (1 / 30)), gravity=(0, 0, -10), solver=solver)
-    sim.add_vortons(p, w, r)
+    sim = C.lattice_sim(vp, n, threads, seed=seed, solver=solver)
     if tracers:
         rng = np.random.default_rng(seed + 1)
         sim.add_tracers(rng.random((int(tracers), 3)) - 0.5)
