@@ -7,6 +7,8 @@ import pytest
 import vortonpy as vp
 from vortonpy.scenes import lattice, radius_for_spacing
 
+from _child import child_env
+
 
 def ring_centre(sim):
     """Axial position of a ring along z: the impulse-weighted centroid (weight rho w_phi V)."""
@@ -281,8 +283,7 @@ def test_pse_avx512_packing_gives_the_same_bits_as_the_portable_one():
     with tempfile.TemporaryDirectory() as d:
         for flag in ("0", "1"):
             out = os.path.join(d, f"s{flag}.npy")
-            env = dict(os.environ, VORTONPY_NO_AVX512=flag, PYTHONPATH=os.pathsep.join(
-                q for q in [os.path.dirname(os.path.dirname(vp.__file__)), os.environ.get("PYTHONPATH", "")] if q))
+            env = child_env(VORTONPY_NO_AVX512=flag)
             r = subprocess.run([sys.executable, "-c", code, out], env=env, capture_output=True, text=True, cwd=d)
             assert r.returncode == 0, r.stderr
             outs.append(np.load(out))

@@ -15,6 +15,7 @@ import vortonpy as vp
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_fluid_physics import ring_centre, saffman  # noqa: E402
+from _child import child_env  # noqa: E402
 
 
 def grid_velocity(sim, solver):
@@ -183,8 +184,7 @@ def test_poisson_baseline_fft_copy_agrees_with_the_default():
         out = os.path.join(d, "u.npy")
         # the same vortonpy as this process, from a neutral folder: `-c` puts the cwd first on
         # sys.path, and the checkout's folder holds no built core when it is pip-installed
-        env = dict(os.environ, VORTONPY_FFT_BASELINE="1", PYTHONPATH=os.pathsep.join(
-            q for q in [os.path.dirname(os.path.dirname(vp.__file__)), os.environ.get("PYTHONPATH", "")] if q))
+        env = child_env(VORTONPY_FFT_BASELINE="1")
         r = subprocess.run([sys.executable, "-c", code, out], env=env, capture_output=True, text=True, cwd=d)
         assert r.returncode == 0 and r.stdout.strip() == "baseline", (r.returncode, r.stdout, r.stderr)
         u_base = np.load(out)

@@ -19,6 +19,8 @@ import pytest
 
 import vortonpy as vp
 
+from _child import child_env
+
 # ------------------------------------------------------------------ memory
 # Under tools/asan.sh the ASan allocator quarantines freed memory and never hands it back, so RSS
 # says nothing about leaks there (the other checks still run under the sanitizers).
@@ -332,9 +334,7 @@ CTRL_C_CHILD = textwrap.dedent("""
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
 def test_ctrl_c_stops_a_long_run_promptly_and_consistently():
-    env = dict(os.environ, VORTONPY_NO_PROGRESS="1",
-               PYTHONPATH=os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(vp.__file__)),
-                                                       os.environ.get("PYTHONPATH", "")] if p))
+    env = child_env(VORTONPY_NO_PROGRESS="1")
     # cwd: a neutral folder, so `python -c` (which puts the cwd first on sys.path) imports the
     # same vortonpy as this process, not an unbuilt source checkout in the current folder
     proc = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -415,8 +415,7 @@ def test_absurd_emitter_rate_in_subprocess_does_not_crash():
                 raise SystemExit("stepped with rate %g" % rate)
         print("OK")
     """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in [os.path.dirname(os.path.dirname(vp.__file__)), os.environ.get("PYTHONPATH", "")] if p))
+    env = child_env()
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
                        cwd=tempfile.gettempdir())  # not the checkout: `-c` puts the cwd first on sys.path
     assert r.returncode == 0 and r.stdout.strip() == "OK", (r.returncode, r.stdout, r.stderr)

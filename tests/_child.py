@@ -1,0 +1,13 @@
+"""Helper for tests that run a child Python process (not a test module)."""
+import os
+
+import vortonpy as vp
+
+
+def child_env(**extra):
+    """The environment for a child `python -c` that must import the same vortonpy as this
+    process: its package folder first on PYTHONPATH (run the child from a neutral cwd too, as
+    `-c` puts the cwd first on sys.path and a source checkout there holds no built core),
+    plus `extra` variables."""
+    path = os.pathsep.join(q for q in [os.path.dirname(os.path.dirname(vp.__file__)), os.environ.get("PYTHONPATH", "")] if q)
+    return dict(os.environ, PYTHONPATH=path, **extra)
