@@ -270,10 +270,13 @@ int vp_domain_update(vp_sim *s)
     }
     size_t nn = vp_grid_count(g);
     if (nn > s->grid_allocated) {
-        double *a = realloc(s->grid_velocity, 3 * nn * sizeof(double)); if (!a) return VP_ERR_NOMEM; s->grid_velocity = a;
+        /* the 3-component fields end in VP_GRID_PAD zeros, read by vp_grid_interp3's last lane */
+        double *a = realloc(s->grid_velocity, (3 * nn + VP_GRID_PAD) * sizeof(double)); if (!a) return VP_ERR_NOMEM; s->grid_velocity = a;
+        memset(a + 3 * nn, 0, VP_GRID_PAD * sizeof(double));
         a = realloc(s->grid_jacobian, 9 * nn * sizeof(double)); if (!a) return VP_ERR_NOMEM; s->grid_jacobian = a;
         a = realloc(s->grid_density, nn * sizeof(double)); if (!a) return VP_ERR_NOMEM; s->grid_density = a;
-        a = realloc(s->grid_density_gradient, 3 * nn * sizeof(double)); if (!a) return VP_ERR_NOMEM; s->grid_density_gradient = a;
+        a = realloc(s->grid_density_gradient, (3 * nn + VP_GRID_PAD) * sizeof(double)); if (!a) return VP_ERR_NOMEM; s->grid_density_gradient = a;
+        memset(a + 3 * nn, 0, VP_GRID_PAD * sizeof(double));
         s->grid_allocated = nn;
     }
     return VP_OK;
@@ -585,6 +588,36 @@ static int advect_outliers(vp_sim *s, double *x, double *vel, const size_t *outl
     return st;
 }
 
+/* Heun (or Euler) steps of particles [i0, i1) through the double grid velocity (vortons);
+ * particles beyond the grid are left for the caller, their indices written to outliers[] and
+ * counted.  Compiled for AVX-512, AVX2 + FMA and the baseline (VP_CLONES), so that each
+ * lookup's three components run on one vector (vp_grid_interp3). */
+VP_CLONES
+static size_t advect_nodes_range(const vp_grid *g, const double *restrict gv, const double glo[3], const double ghi[3],
+                                 double dt, int order, long i0, long i1, double *restrict x, double *restrict vel,
+                                 size_t *restrict outliers)
+{
+    size_t c = 0;
+    for (long i = i0; i < i1; i++) {
+        double *xi = x + 3 * i;
+        if (!in_box(xi, glo, ghi)) {
+            outliers[c++] = (size_t)i;
+            continue;
+        }
+        double u0[3], u[3];
+        vp_grid_interp3(g, gv, xi, u0);
+        if (order >= 2) {
+            double xp[3] = {xi[0] + dt * u0[0], xi[1] + dt * u0[1], xi[2] + dt * u0[2]}, u1[3];
+            vp_grid_interp3(g, gv, xp, u1);
+            for (int a = 0; a < 3; a++) u[a] = 0.5 * (u0[a] + u1[a]);
+        } else {
+            for (int a = 0; a < 3; a++) u[a] = u0[a];
+        }
+        for (int a = 0; a < 3; a++) { xi[a] += dt * u[a]; vel[3 * i + a] = u[a]; }
+    }
+    return c;
+}
+
 /* Phase 6 (physics.md 2.6): advection through the grid velocity.  Order 2 is Heun's
  * method in the frozen field of this step (u at x and at the Euler predictor, averaged);
  * order 1 is the seeds' explicit Euler.  The velocity used is cached on the particle.
@@ -618,25 +651,7 @@ static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cell
 #pragma omp parallel for num_threads(threads) schedule(static)
         for (long b = 0; b < nb; b++) {
             const long i1 = (b + 1) * block < (long)n ? (b + 1) * block : (long)n;
-            size_t c = 0;
-            for (long i = b * block; i < i1; i++) {
-                const double *xi = x + 3 * i;
-                if (!in_box(xi, glo, ghi)) {
-                    oidx[b * block + (long)c++] = (size_t)i;
-                    continue;
-                }
-                double u0[3], u[3];
-                vp_grid_interp(g, s->grid_velocity, 3, xi, u0);
-                if (order >= 2) {
-                    double xp[3] = {xi[0] + dt * u0[0], xi[1] + dt * u0[1], xi[2] + dt * u0[2]}, u1[3];
-                    vp_grid_interp(g, s->grid_velocity, 3, xp, u1);
-                    for (int a = 0; a < 3; a++) u[a] = 0.5 * (u0[a] + u1[a]);
-                } else {
-                    for (int a = 0; a < 3; a++) u[a] = u0[a];
-                }
-                for (int a = 0; a < 3; a++) { x[3 * i + a] += dt * u[a]; vel[3 * i + a] = u[a]; }
-            }
-            ocnt[b] = c;
+            ocnt[b] = advect_nodes_range(g, s->grid_velocity, glo, ghi, dt, order, b * block, i1, x, vel, oidx + b * block);
         }
     }
     size_t n_out = 0; /* the lists, packed in order (n_out <= b * block: nothing is overwritten early) */

@@ -8,26 +8,46 @@
 #include "internal.h"
 #include "grid_inline.h"
 
+/* exp(J dt) w for vortons [i0, i1), J interpolated at each one's position.  In blocks of 64:
+ * the interpolations (their nine components on whole vectors), then the series for the
+ * block as a loop over vortons that the compiler vectorises across them.  Compiled for
+ * AVX-512, AVX2 + FMA and the baseline (VP_CLONES); the baseline SSE2 build of the plain
+ * per-vorton loop took 45 ns a vorton. */
+VP_CLONES
+static void stretch_range(const vp_grid *g, const double *restrict jac, double dt, long i0, long i1,
+                          const double *restrict x, double *restrict w)
+{
+    double J[9][64], Jv[9];
+    for (long b0 = i0; b0 < i1; b0 += 64) {
+        const int m = (int)(i1 - b0 < 64 ? i1 - b0 : 64);
+        for (int j = 0; j < m; j++) {
+            vp_grid_interp9(g, jac, x + 3 * (b0 + j), Jv);
+            for (int c = 0; c < 9; c++) J[c][j] = Jv[c];
+        }
+        double *wb = w + 3 * b0;
+        for (int j = 0; j < m; j++) {
+            double t0 = wb[3 * j], t1 = wb[3 * j + 1], t2 = wb[3 * j + 2], s0 = t0, s1 = t1, s2 = t2;
+            for (int k = 1; k <= 4; k++) {
+                const double f = dt / k;
+                const double n0 = f * (J[0][j] * t0 + J[1][j] * t1 + J[2][j] * t2);
+                const double n1 = f * (J[3][j] * t0 + J[4][j] * t1 + J[5][j] * t2);
+                const double n2 = f * (J[6][j] * t0 + J[7][j] * t1 + J[8][j] * t2);
+                t0 = n0; t1 = n1; t2 = n2;
+                s0 += n0; s1 += n1; s2 += n2;
+            }
+            wb[3 * j] = s0; wb[3 * j + 1] = s1; wb[3 * j + 2] = s2;
+        }
+    }
+}
+
 void vp_stretch(vp_sim *s)
 {
     vp_vortons *v = &s->vortons;
-    double dt = s->params.dt;
+    const long n = (long)v->n, block = 256, nb = (n + block - 1) / block;
     int threads = s->params.threads;
     (void)threads;
-    double *x = v->position->data, *w = v->vorticity->data;
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (long i = 0; i < (long)v->n; i++) {
-        double J[9];
-        vp_grid_interp(&s->grid, s->grid_jacobian, 9, x + 3 * i, J);
-        double t[3] = {w[3 * i], w[3 * i + 1], w[3 * i + 2]}, acc[3] = {t[0], t[1], t[2]};
-        for (int k = 1; k <= 4; k++) {
-            double f = dt / k;
-            double n0 = f * (J[0] * t[0] + J[1] * t[1] + J[2] * t[2]);
-            double n1 = f * (J[3] * t[0] + J[4] * t[1] + J[5] * t[2]);
-            double n2 = f * (J[6] * t[0] + J[7] * t[1] + J[8] * t[2]);
-            t[0] = n0; t[1] = n1; t[2] = n2;
-            acc[0] += n0; acc[1] += n1; acc[2] += n2;
-        }
-        w[3 * i] = acc[0]; w[3 * i + 1] = acc[1]; w[3 * i + 2] = acc[2];
-    }
+    for (long b = 0; b < nb; b++)
+        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, b * block, (b + 1) * block < n ? (b + 1) * block : n,
+                      v->position->data, v->vorticity->data);
 }
