@@ -38,6 +38,9 @@
 #include "internal.h"
 #include "kernel.h"
 #include "fft_lines.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Smallest kernel core in grid cells.  0.8 h: the discrete lattice sum of the kernel differs
  * from the continuous integral by about exp(-2 pi 0.8) = 0.7% at the grid scale only. */
@@ -443,27 +446,89 @@ static int is_outside(const vp_grid *g, const double x[3])
  * said no; the domain gives every axis at least 2 nodes): grid.c's splat_one arithmetic, the
  * same weights in the same order, so the same bits, but with the 8 corners unrolled (two
  * runs of 6 contiguous doubles per (y, z) pair of corners) instead of a call per vorton with
- * runtime loops, which made the splat a quarter of the solve at 1e5 vortons. */
-static inline void splat_strength(const vp_grid *g, double *restrict field, const double x[3], const double a[3])
+ * runtime loops, which made the splat a quarter of the solve at 1e5 vortons.  In two parts:
+ * the cell (its first node and the fractions f), and the splat of its z planes c0 .. c1 (0:
+ * the cell's lower plane, 1: its upper one), so that the parallel splat can write only the
+ * planes a thread owns. */
+static inline size_t strength_cell(const vp_grid *g, const double x[3], double f[3], int *k0)
 {
     int i0[3];
-    double f[3];
     for (int ax = 0; ax < 3; ax++) {
         const double u = (x[ax] - g->origin[ax]) / g->h;
         int i = (int)u;
         if (i > g->n[ax] - 2) i = g->n[ax] - 2;
         i0[ax] = i; f[ax] = u - i;
     }
+    *k0 = i0[2];
     const size_t sy = (size_t)g->n[0], sz = sy * (size_t)g->n[1];
-    double *p = field + 3 * ((size_t)i0[0] + sy * (size_t)i0[1] + sz * (size_t)i0[2]);
+    return (size_t)i0[0] + sy * (size_t)i0[1] + sz * (size_t)i0[2];
+}
+
+static inline void splat_planes(const vp_grid *g, double *restrict field, size_t base, const double f[3],
+                                const double a[3], int c0, int c1)
+{
+    const size_t sy = (size_t)g->n[0], sz = sy * (size_t)g->n[1];
+    double *p = field + 3 * base;
     const double gx0 = 1 - f[0], gx1 = f[0], gy[2] = {1 - f[1], f[1]}, gz[2] = {1 - f[2], f[2]};
-    for (int c = 0; c < 2; c++)
+    for (int c = c0; c <= c1; c++)
         for (int b = 0; b < 2; b++) {
             double *r = p + 3 * ((size_t)b * sy + (size_t)c * sz);
             const double w0 = gx0 * gy[b] * gz[c], w1 = gx1 * gy[b] * gz[c];
             r[0] += w0 * a[0]; r[1] += w0 * a[1]; r[2] += w0 * a[2];
             r[3] += w1 * a[0]; r[4] += w1 * a[1]; r[5] += w1 * a[2];
         }
+}
+
+/* The strength a_i = w_i V_i of vorton i. */
+static inline void strength_of(const double *w, const double *rad, size_t i, double a[3])
+{
+    double V = vp_volume(rad[i]);
+    a[0] = w[3 * i] * V; a[1] = w[3 * i + 1] * V; a[2] = w[3 * i + 2] * V;
+}
+
+/* The splat in parallel, from this many vortons (fewer: the serial loop below, which also
+ * takes fewer passes over memory) */
+#define POISSON_SPLAT_PARALLEL_MIN 20000
+
+/* Splat the strengths of the n vortons into field (zeroed); out[i] = 1 for a vorton the
+ * grid does not hold (0 otherwise), am[i] = |a_i| for the others.  In parallel and bitwise
+ * the same as the serial order: first every vorton's cell, fractions and strength (a pass
+ * over vortons), then each thread splats into the z planes it owns (an even share of them)
+ * the parts of every vorton that fall there, in index order, so that each node's sum is
+ * taken in the same order as the serial loop's, for any thread count. */
+static int splat_parallel(const vp_grid *g, double *field, size_t n, const double *x, const double *w,
+                          const double *rad, unsigned char *out, double *am, int threads)
+{
+    size_t *base = malloc(n * sizeof(size_t));
+    int *k0 = malloc(n * sizeof(int));
+    double *fa = malloc(6 * n * sizeof(double)); /* f (3) and a (3) per vorton */
+    if (!base || !k0 || !fa) { free(base); free(k0); free(fa); return VP_ERR_NOMEM; }
+    const int nz = g->n[2];
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp for schedule(static)
+        for (long ii = 0; ii < (long)n; ii++) {
+            const size_t i = (size_t)ii;
+            double *fi = fa + 6 * i;
+            strength_of(w, rad, i, fi + 3);
+            out[i] = (unsigned char)is_outside(g, x + 3 * i);
+            if (out[i]) { k0[i] = -2; continue; } /* owned by no plane */
+            base[i] = strength_cell(g, x + 3 * i, fi, &k0[i]);
+            am[i] = sqrt(vp_dot3(fi + 3, fi + 3));
+        }
+        int t = 0, nt = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num(); nt = omp_get_num_threads();
+#endif
+        const int z0 = (int)((long)nz * t / nt), z1 = (int)((long)nz * (t + 1) / nt); /* planes [z0, z1) */
+        for (size_t i = 0; i < n; i++) {
+            const int k = k0[i], c0 = k >= z0 ? 0 : 1, c1 = k + 1 < z1 ? 1 : 0;
+            if (k + 1 < z0 || k >= z1 || c0 > c1) continue;
+            splat_planes(g, field, base[i], fa + 6 * i, fa + 6 * i + 3, c0, c1);
+        }
+    }
+    free(base); free(k0); free(fa);
+    return VP_OK;
 }
 
 /* Physics.md 2.2, `poisson`: grid velocity u = curl A, lap A = -w with free-space boundary
@@ -483,27 +548,47 @@ int vp_poisson_velocity_grid(vp_sim *s)
     const double *x = s->vortons.position->data, *w = s->vortons.vorticity->data, *rad = s->vortons.radius->data;
     const double h = g->h;
     /* splat strengths (into the velocity array, which the solve then overwrites); list the
-     * vortons the grid does not hold */
+     * vortons the grid does not hold; the |a|-weighted mean square radius */
     size_t n_out = 0;
     size_t *out_idx = NULL, out_cap = 0;
     double wsum = 0.0, s2sum = 0.0;
+    const int par = threads > 1 && n >= POISSON_SPLAT_PARALLEL_MIN;
+    unsigned char *outside = par ? malloc(n) : NULL;
+    double *am = par ? malloc(n * sizeof(double)) : NULL;
+    if (par && (!outside || !am || splat_parallel(g, vel, n, x, w, rad, outside, am, threads))) {
+        free(outside); free(am);
+        return VP_ERR_NOMEM;
+    }
     for (size_t i = 0; i < n; i++) {
-        double V = vp_volume(rad[i]);
-        double a[3] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V};
-        if (is_outside(g, x + 3 * i)) {
+        double a[3], m;
+        int out;
+        if (par) {
+            out = outside[i];
+            m = am[i];
+        } else {
+            strength_of(w, rad, i, a);
+            out = is_outside(g, x + 3 * i);
+            if (!out) {
+                double f[3];
+                int k0;
+                const size_t base = strength_cell(g, x + 3 * i, f, &k0);
+                splat_planes(g, vel, base, f, a, 0, 1);
+                m = sqrt(vp_dot3(a, a));
+            }
+        }
+        if (out) {
             if (n_out == out_cap) {
                 size_t cap = out_cap ? 2 * out_cap : 64;
                 size_t *q = realloc(out_idx, cap * sizeof *q);
-                if (!q) { free(out_idx); return VP_ERR_NOMEM; }
+                if (!q) { free(out_idx); free(outside); free(am); return VP_ERR_NOMEM; }
                 out_idx = q; out_cap = cap;
             }
             out_idx[n_out++] = i;
             continue;
         }
-        splat_strength(g, vel, x + 3 * i, a);
-        double am = sqrt(vp_dot3(a, a));
-        wsum += am; s2sum += am * rad[i] * rad[i];
+        wsum += m; s2sum += m * rad[i] * rad[i];
     }
+    free(outside); free(am);
 
     int st = VP_OK;
     if (n_out < n) {

@@ -80,6 +80,25 @@ def test_poisson_independent_of_threads():
     assert np.array_equal(u1, u2)
 
 
+def test_parallel_strength_splat_is_the_serial_one():
+    """From 20000 vortons the strengths are splatted in parallel, each thread writing the z
+    planes it owns (poisson.c, splat_parallel); every node's sum is still taken in vorton
+    order, so the grid velocity is bit for bit the serial splat's.  The cloud straddles the
+    threads' plane boundary, and a few vortons far outside the grid (summed directly) and
+    on its upper faces are included."""
+    rng = np.random.default_rng(3)
+    p = rng.normal(scale=0.3, size=(24000, 3))
+    p[:5] *= 40.0  # beyond the robust limits: off the grid
+    w = rng.normal(size=p.shape)
+    sim = vp.Sim(threads=1, solver="poisson", gravity=(0, 0, 0))
+    sim.add_vortons(p, w, 0.03)
+    u1, _ = grid_velocity(sim, "poisson")
+    sim.threads = 2
+    u2, _ = grid_velocity(sim, "poisson")
+    assert np.abs(u1).max() > 0
+    assert np.array_equal(u1, u2)
+
+
 def test_ring_moves_at_saffman_speed_with_poisson():
     """As test_vortex_ring_converges_to_saffman_speed (R = 2, eps = 0.1, 5%), with the effective
     core including the solver's own smoothing (vic_core, about 0.22 against 0.21 for the
