@@ -23,20 +23,29 @@ static inline size_t vp_grid_cell(const vp_grid *g, const double x[3], double f[
     return base;
 }
 
-static inline void vp_grid_interp(const vp_grid *g, const double *restrict field, int dim, const double x[3],
-                                  double *restrict out)
+/* The cell of x for a field of dim doubles a node: the first node of each of its four (y, z)
+ * corner rows (c00, c10, c01, c11: +y, +z), the x fraction, and the rows' trilinear weights. */
+typedef struct { const double *p[4]; double fx, w[4]; } vp_grid_corners;
+
+static inline vp_grid_corners vp_grid_corners_of(const vp_grid *g, const double *field, int dim, const double x[3])
 {
     double f[3];
     const size_t base = vp_grid_cell(g, x, f), sy = (size_t)g->n[0], sz = sy * (size_t)g->n[1];
-    double w00 = (1 - f[1]) * (1 - f[2]), w10 = f[1] * (1 - f[2]), w01 = (1 - f[1]) * f[2], w11 = f[1] * f[2];
-    const double *p00 = field + base * dim, *p10 = p00 + sy * dim, *p01 = p00 + sz * dim,
-                 *p11 = p10 + sz * dim;
-    for (int c = 0; c < dim; c++) {
-        double a00 = p00[c] + f[0] * (p00[dim + c] - p00[c]);
-        double a10 = p10[c] + f[0] * (p10[dim + c] - p10[c]);
-        double a01 = p01[c] + f[0] * (p01[dim + c] - p01[c]);
-        double a11 = p11[c] + f[0] * (p11[dim + c] - p11[c]);
-        out[c] = w00 * a00 + w10 * a10 + w01 * a01 + w11 * a11;
+    vp_grid_corners c = {{field + dim * base, field + dim * (base + sy), field + dim * (base + sz),
+                          field + dim * (base + sy + sz)},
+                         f[0],
+                         {(1 - f[1]) * (1 - f[2]), f[1] * (1 - f[2]), (1 - f[1]) * f[2], f[1] * f[2]}};
+    return c;
+}
+
+static inline void vp_grid_interp(const vp_grid *g, const double *restrict field, int dim, const double x[3],
+                                  double *restrict out)
+{
+    const vp_grid_corners c = vp_grid_corners_of(g, field, dim, x);
+    for (int k = 0; k < dim; k++) {
+        double a[4];
+        for (int q = 0; q < 4; q++) a[q] = c.p[q][k] + c.fx * (c.p[q][dim + k] - c.p[q][k]);
+        out[k] = c.w[0] * a[0] + c.w[1] * a[1] + c.w[2] * a[2] + c.w[3] * a[3];
     }
 }
 
@@ -48,43 +57,33 @@ static inline void vp_grid_interp(const vp_grid *g, const double *restrict field
 #define VP_GRID_PAD 4
 typedef double vp_g4d __attribute__((vector_size(32)));
 typedef double vp_g8d __attribute__((vector_size(64)));
+/* lo + fx (hi - lo) on vectors of type T loaded (unaligned) from lo_p and hi_p */
+#define VP_LERP_ROW(T, lo_p, hi_p, fx) \
+    __extension__({ T lo_, hi_; __builtin_memcpy(&lo_, lo_p, sizeof lo_); __builtin_memcpy(&hi_, hi_p, sizeof hi_); \
+                    lo_ + (fx) * (hi_ - lo_); })
 
 static inline void vp_grid_interp3(const vp_grid *g, const double *restrict field, const double x[3],
                                    double *restrict out)
 {
-    double f[3];
-    const size_t base = vp_grid_cell(g, x, f), sy = (size_t)g->n[0], sz = sy * (size_t)g->n[1];
-    const double w00 = (1 - f[1]) * (1 - f[2]), w10 = f[1] * (1 - f[2]), w01 = (1 - f[1]) * f[2], w11 = f[1] * f[2];
-    const double *p[4] = {field + 3 * base, field + 3 * (base + sy), field + 3 * (base + sz), field + 3 * (base + sy + sz)};
+    const vp_grid_corners c = vp_grid_corners_of(g, field, 3, x);
     vp_g4d a[4];
-    for (int q = 0; q < 4; q++) {
-        vp_g4d lo, hi;
-        __builtin_memcpy(&lo, p[q], sizeof lo);
-        __builtin_memcpy(&hi, p[q] + 3, sizeof hi);
-        a[q] = lo + f[0] * (hi - lo);
-    }
-    const vp_g4d r = w00 * a[0] + w10 * a[1] + w01 * a[2] + w11 * a[3];
+    for (int q = 0; q < 4; q++) a[q] = VP_LERP_ROW(vp_g4d, c.p[q], c.p[q] + 3, c.fx);
+    const vp_g4d r = c.w[0] * a[0] + c.w[1] * a[1] + c.w[2] * a[2] + c.w[3] * a[3];
     out[0] = r[0]; out[1] = r[1]; out[2] = r[2];
 }
 
 static inline void vp_grid_interp9(const vp_grid *g, const double *restrict field, const double x[3],
                                    double *restrict out)
 {
-    double f[3];
-    const size_t base = vp_grid_cell(g, x, f), sy = (size_t)g->n[0], sz = sy * (size_t)g->n[1];
-    const double w00 = (1 - f[1]) * (1 - f[2]), w10 = f[1] * (1 - f[2]), w01 = (1 - f[1]) * f[2], w11 = f[1] * f[2];
-    const double *p[4] = {field + 9 * base, field + 9 * (base + sy), field + 9 * (base + sz), field + 9 * (base + sy + sz)};
+    const vp_grid_corners c = vp_grid_corners_of(g, field, 9, x);
     vp_g8d a[4];
     double a8[4];
     for (int q = 0; q < 4; q++) {
-        vp_g8d lo, hi;
-        __builtin_memcpy(&lo, p[q], sizeof lo);
-        __builtin_memcpy(&hi, p[q] + 9, sizeof hi);
-        a[q] = lo + f[0] * (hi - lo);
-        a8[q] = p[q][8] + f[0] * (p[q][17] - p[q][8]);
+        a[q] = VP_LERP_ROW(vp_g8d, c.p[q], c.p[q] + 9, c.fx);
+        a8[q] = c.p[q][8] + c.fx * (c.p[q][17] - c.p[q][8]);
     }
-    const vp_g8d r = w00 * a[0] + w10 * a[1] + w01 * a[2] + w11 * a[3];
+    const vp_g8d r = c.w[0] * a[0] + c.w[1] * a[1] + c.w[2] * a[2] + c.w[3] * a[3];
     __builtin_memcpy(out, &r, sizeof r);
-    out[8] = w00 * a8[0] + w10 * a8[1] + w01 * a8[2] + w11 * a8[3];
+    out[8] = c.w[0] * a8[0] + c.w[1] * a8[1] + c.w[2] * a8[2] + c.w[3] * a8[3];
 }
 #endif
