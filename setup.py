@@ -5,6 +5,7 @@ Environment knobs:
   VORTONPY_NO_OPENMP=1 build single-threaded even if OpenMP is available
   VORTONPY_SANITIZE=1  build with AddressSanitizer + UndefinedBehaviorSanitizer (see README)
 """
+import glob
 import os
 import shutil
 import subprocess
@@ -84,6 +85,9 @@ setup(
         Extension(
             "vortonpy._core",
             sources=SOURCES,
+            # the headers too: a change to one alone (grid_inline.h, kernel.h) must rebuild
+            depends=sorted(glob.glob(os.path.join("csrc", "*.h")) + glob.glob(os.path.join("csrc", "*.hpp"))
+                           + glob.glob(os.path.join("csrc", "pocketfft", "*.h"))),
             include_dirs=["csrc", np.get_include()],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
             language="c++",  # link with the C++ compiler (its runtime, for the FFT lines)
