@@ -433,35 +433,30 @@ static int smooth_size(int n)
     return best;
 }
 
-static int is_outside(const vp_grid *g, const double x[3])
-{
-    for (int a = 0; a < 3; a++) {
-        double u = (x[a] - g->origin[a]) / g->h;
-        if (!(u >= 0.0) || u > g->n[a] - 1) return 1;
-    }
-    return 0;
-}
-
-/* Cloud-in-cell splat of a strength a (3 components) at x, which is on the grid (is_outside
- * said no; the domain gives every axis at least 2 nodes): grid.c's splat_one arithmetic, the
- * same weights in the same order, so the same bits, but with the 8 corners unrolled (two
+/* Cloud-in-cell splat of a strength a (3 components) at x: grid.c's splat_one arithmetic,
+ * the same weights in the same order, so the same bits, but with the 8 corners unrolled (two
  * runs of 6 contiguous doubles per (y, z) pair of corners) instead of a call per vorton with
  * runtime loops, which made the splat a quarter of the solve at 1e5 vortons.  In two parts:
- * the cell (its first node and the fractions f), and the splat of its z planes c0 .. c1 (0:
- * the cell's lower plane, 1: its upper one), so that the parallel splat can write only the
- * planes a thread owns. */
-static inline size_t strength_cell(const vp_grid *g, const double x[3], double f[3], int *k0)
+ * the cell, and the splat of its z planes c0 .. c1 (0: the cell's lower plane, 1: its upper
+ * one), so that the parallel splat can write only the planes a thread owns.
+ *
+ * The cell of x: 1 if x is off the grid (NaN included), else 0 with its first node in *base,
+ * its z index in *k0 and the in-cell fractions in f (the domain gives every axis at least 2
+ * nodes). */
+static inline int strength_cell(const vp_grid *g, const double x[3], double f[3], size_t *base, int *k0)
 {
     int i0[3];
     for (int ax = 0; ax < 3; ax++) {
         const double u = (x[ax] - g->origin[ax]) / g->h;
+        if (!(u >= 0.0) || u > g->n[ax] - 1) return 1;
         int i = (int)u;
         if (i > g->n[ax] - 2) i = g->n[ax] - 2;
         i0[ax] = i; f[ax] = u - i;
     }
     *k0 = i0[2];
     const size_t sy = (size_t)g->n[0], sz = sy * (size_t)g->n[1];
-    return (size_t)i0[0] + sy * (size_t)i0[1] + sz * (size_t)i0[2];
+    *base = (size_t)i0[0] + sy * (size_t)i0[1] + sz * (size_t)i0[2];
+    return 0;
 }
 
 static inline void splat_planes(const vp_grid *g, double *restrict field, size_t base, const double f[3],
@@ -511,9 +506,8 @@ static int splat_parallel(const vp_grid *g, double *field, size_t n, const doubl
             const size_t i = (size_t)ii;
             double *fi = fa + 6 * i;
             strength_of(w, rad, i, fi + 3);
-            out[i] = (unsigned char)is_outside(g, x + 3 * i);
+            out[i] = (unsigned char)strength_cell(g, x + 3 * i, fi, &base[i], &k0[i]);
             if (out[i]) { k0[i] = -2; continue; } /* owned by no plane */
-            base[i] = strength_cell(g, x + 3 * i, fi, &k0[i]);
             am[i] = sqrt(vp_dot3(fi + 3, fi + 3));
         }
         int t = 0, nt = 1;
@@ -566,12 +560,12 @@ int vp_poisson_velocity_grid(vp_sim *s)
             out = outside[i];
             m = am[i];
         } else {
+            double f[3];
+            size_t base;
+            int k0;
             strength_of(w, rad, i, a);
-            out = is_outside(g, x + 3 * i);
+            out = strength_cell(g, x + 3 * i, f, &base, &k0);
             if (!out) {
-                double f[3];
-                int k0;
-                const size_t base = strength_cell(g, x + 3 * i, f, &k0);
                 splat_planes(g, vel, base, f, a, 0, 1);
                 m = sqrt(vp_dot3(a, a));
             }
