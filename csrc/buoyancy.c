@@ -59,7 +59,7 @@ void vp_baroclinic(vp_sim *s)
     const long n = (long)v->n, block = 256, nb = (n + block - 1) / block;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long b = 0; b < nb; b++)
-        baroclinic_range(&s->grid, s->grid_density_gradient, g, k, b * block, (b + 1) * block < n ? (b + 1) * block : n, x, w);
+        baroclinic_range(&s->grid, s->grid_density_gradient, g, k, b * block, vp_block_end(b, block, n), x, w);
 }
 
 /* Density deviation at a point: the grid's value inside it, ambient (0) outside. */

@@ -332,7 +332,7 @@ static int diffuse_pass(vp_sim *s, double dt)
 #pragma omp parallel for num_threads(threads) schedule(static)
         for (long b = 0; b < nb; b++)
             eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, b * block,
-                           (b + 1) * block < (long)n ? (b + 1) * block : (long)n, nui);
+                           vp_block_end(b, block, (long)n), nui);
     }
     /* cell list with cells of half the cutoff distance, scanned +-2 cells: 5^3 half-size cells
      * hold 42% fewer candidate pairs than 3^3 full-size ones; bounded cell count.  Its axes

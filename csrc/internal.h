@@ -18,6 +18,10 @@ typedef double vp_v4d __attribute__((vector_size(32)));
 #define VP_CLONES
 #endif
 
+/* The end of block b of `block` items out of n: the parallel loops hand cloned range
+ * functions [b * block, vp_block_end(b, block, n)). */
+static inline long vp_block_end(long b, long block, long n) { return (b + 1) * block < n ? (b + 1) * block : n; }
+
 int vp_domain_update(vp_sim *s);                 /* physics.md 2.1 */
 int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int solver); /* 2.2 */
 int vp_poisson_velocity_grid(vp_sim *s);         /* 2.2 poisson (vortex-in-cell) */

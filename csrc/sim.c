@@ -644,13 +644,13 @@ static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cell
         G.prefetch = 32 * sizeof(float) * G.sz * (size_t)(g->n[2] - 1) > VP_PREFETCH_CELLS_BYTES;
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 4096)
         for (long b = 0; b < nb; b++) {
-            long i1 = (b + 1) * block < (long)n ? (b + 1) * block : (long)n;
+            long i1 = vp_block_end(b, block, (long)n);
             ocnt[b] = advect_cells_range(&G, glo, ghi, dt, order, b * block, i1, x, vel, dens, oidx + b * block);
         }
     } else {
 #pragma omp parallel for num_threads(threads) schedule(static)
         for (long b = 0; b < nb; b++) {
-            const long i1 = (b + 1) * block < (long)n ? (b + 1) * block : (long)n;
+            const long i1 = vp_block_end(b, block, (long)n);
             ocnt[b] = advect_nodes_range(g, s->grid_velocity, glo, ghi, dt, order, b * block, i1, x, vel, oidx + b * block);
         }
     }
@@ -796,13 +796,12 @@ static int finite_range(const double *restrict a, size_t i0, size_t i1)
 /* Whether every a[i] is finite, in parallel over blocks for large arrays. */
 static int finite_array(const double *a, size_t n, int threads)
 {
-    const size_t block = 1 << 16;
-    const long nb = (long)((n + block - 1) / block);
+    const long block = 1 << 16, nb = ((long)n + block - 1) / block;
     int ok = 1;
     (void)threads;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(& : ok) if (nb > 1)
     for (long b = 0; b < nb; b++)
-        ok &= finite_range(a, (size_t)b * block, (size_t)(b + 1) * block < n ? (size_t)(b + 1) * block : n);
+        ok &= finite_range(a, (size_t)(b * block), (size_t)vp_block_end(b, block, (long)n));
     return ok;
 }
 

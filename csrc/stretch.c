@@ -48,6 +48,6 @@ void vp_stretch(vp_sim *s)
     (void)threads;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long b = 0; b < nb; b++)
-        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, b * block, (b + 1) * block < n ? (b + 1) * block : n,
+        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, b * block, vp_block_end(b, block, n),
                       v->position->data, v->vorticity->data);
 }
