@@ -5,9 +5,19 @@
 #define VP_GRID_INLINE_H
 #include "vortonpy.h"
 
+/* Always inlined: an out-of-line copy is compiled for the baseline ISA, and a cloned AVX2 /
+ * AVX-512 caller that calls it loses the vector lookups (GCC stopped inlining
+ * vp_grid_interp3 into the baroclinic clones once it shared vp_grid_corners_of: 2.5x
+ * slower). */
+#if defined(__GNUC__)
+#define VP_GRID_INLINE static inline __attribute__((always_inline))
+#else
+#define VP_GRID_INLINE static inline
+#endif
+
 /* The cell of x (clamped to the grid; NaN -> 0) as its first node's index, and the in-cell
  * fractions f. */
-static inline size_t vp_grid_cell(const vp_grid *g, const double x[3], double f[3])
+VP_GRID_INLINE size_t vp_grid_cell(const vp_grid *g, const double x[3], double f[3])
 {
     size_t base = 0, stride[3] = {1, (size_t)g->n[0], (size_t)g->n[0] * (size_t)g->n[1]};
     double inv_h = 1.0 / g->h;
@@ -27,7 +37,7 @@ static inline size_t vp_grid_cell(const vp_grid *g, const double x[3], double f[
  * corner rows (c00, c10, c01, c11: +y, +z), the x fraction, and the rows' trilinear weights. */
 typedef struct { const double *p[4]; double fx, w[4]; } vp_grid_corners;
 
-static inline vp_grid_corners vp_grid_corners_of(const vp_grid *g, const double *field, int dim, const double x[3])
+VP_GRID_INLINE vp_grid_corners vp_grid_corners_of(const vp_grid *g, const double *field, int dim, const double x[3])
 {
     double f[3];
     const size_t base = vp_grid_cell(g, x, f), sy = (size_t)g->n[0], sz = sy * (size_t)g->n[1];
@@ -38,7 +48,7 @@ static inline vp_grid_corners vp_grid_corners_of(const vp_grid *g, const double 
     return c;
 }
 
-static inline void vp_grid_interp(const vp_grid *g, const double *restrict field, int dim, const double x[3],
+VP_GRID_INLINE void vp_grid_interp(const vp_grid *g, const double *restrict field, int dim, const double x[3],
                                   double *restrict out)
 {
     const vp_grid_corners c = vp_grid_corners_of(g, field, dim, x);
@@ -62,7 +72,7 @@ typedef double vp_g8d __attribute__((vector_size(64)));
     __extension__({ T lo_, hi_; __builtin_memcpy(&lo_, lo_p, sizeof lo_); __builtin_memcpy(&hi_, hi_p, sizeof hi_); \
                     lo_ + (fx) * (hi_ - lo_); })
 
-static inline void vp_grid_interp3(const vp_grid *g, const double *restrict field, const double x[3],
+VP_GRID_INLINE void vp_grid_interp3(const vp_grid *g, const double *restrict field, const double x[3],
                                    double *restrict out)
 {
     const vp_grid_corners c = vp_grid_corners_of(g, field, 3, x);
@@ -72,7 +82,7 @@ static inline void vp_grid_interp3(const vp_grid *g, const double *restrict fiel
     out[0] = r[0]; out[1] = r[1]; out[2] = r[2];
 }
 
-static inline void vp_grid_interp9(const vp_grid *g, const double *restrict field, const double x[3],
+VP_GRID_INLINE void vp_grid_interp9(const vp_grid *g, const double *restrict field, const double x[3],
                                    double *restrict out)
 {
     const vp_grid_corners c = vp_grid_corners_of(g, field, 9, x);
