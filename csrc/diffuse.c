@@ -28,21 +28,34 @@
 #include "kernel.h"
 #include "grid_inline.h"
 
-/* exp(-t) in float32 for 0 <= t <= 16: (exp(-t/16))^16 with a degree-8 Taylor polynomial;
- * relative error about 2e-6 for t <= 9 (float rounding amplified 16x by the squarings), far
- * below the PSE quadrature error, 8 lanes with AVX2.  Used for the pair weight only: a
- * function of the pair's symmetric r^2/e^2, so the weight stays bitwise symmetric. */
-static inline float vp_exp_negf(float t)
+/* 2^x in float32 for -24 <= x <= 0, the PSE pair weight exp(-r^2/e^2) = 2^(-log2(e) r^2/e^2)
+ * (cutoffs up to 4 e: x >= -23.1).  Cody and Waite's split: x = k + f with k the nearest
+ * integer (adding 1.5 2^23 rounds x to an integer in the low mantissa bits, so k's bits come
+ * from that sum), 2^f for |f| <= 1/2 by a degree-5 polynomial fitted to the relative error
+ * (7.5e-8), and 2^k added to the exponent field.  Relative error of exp(-u) 6.4e-7 for
+ * u <= 9 (mostly the rounding of x = -u log2(e)), far below the PSE quadrature error.  Ten
+ * operations, all of which vectorise (the bit moves are plain integer lanes); the former
+ * (exp(-u/16))^16 took fifteen, a chain four squarings longer, with 2e-6 error.  Used for the
+ * pair weight only, a function of the pair's symmetric r^2 and e, so it is bitwise the same
+ * from either side. */
+static inline float vp_exp2_negf(float x)
 {
-    /* Estrin's scheme (a dependency chain 4 operations deep instead of Horner's 8; measured
-     * the same speed as Horner in the PSE loop) */
-    float f = t * 0.0625f, f2 = f * f, f4 = f2 * f2;
-    float a = 1.0f - f, b = 0.5f - f * (1.0f / 6.0f), c = 1.0f / 24.0f - f * (1.0f / 120.0f),
-          d = 1.0f / 720.0f - f * (1.0f / 5040.0f);
-    float p = (a + b * f2) + ((c + d * f2) + (1.0f / 40320.0f) * f4) * f4;
-    p = p * p; p = p * p; p = p * p; p = p * p;
+    const float magic = 12582912.0f; /* 1.5 2^23 */
+    const float t = x + magic, k = t - magic, f = x - k;
+    float p = 1.327647129073739e-3f;
+    p = p * f + 9.675540961325169e-3f;
+    p = p * f + 5.550713092088699e-2f;
+    p = p * f + 2.4022120237350464e-1f;
+    p = p * f + 6.931469440460205e-1f;
+    p = p * f + 1.0000001192092896f;
+    uint32_t tb, pb;
+    memcpy(&tb, &t, sizeof tb);
+    memcpy(&pb, &p, sizeof pb);
+    pb += (tb - 0x4B400000u) << 23; /* + k in the exponent: t's bits are magic's plus k */
+    memcpy(&p, &pb, sizeof p);
     return p;
 }
+#define VP_LOG2E_F 1.44269504f
 
 /* One vorton q against m candidate neighbours j (a contiguous batch), each pair once: with
  * the symmetric pair weight g = exp(-r^2/e_qj^2) / e_qj^3 (e_qj the pair's mean spacing; the
@@ -95,35 +108,65 @@ static int pse_cpu_avx512(void) { return 0; }
  * of the batch equal, as in every lattice and scene that does not mix radii) the pair's
  * 1 / e_qj is the query's own, computed once, and the loop has no division (a vector division
  * is the slowest operation in it); the value is the same float, so both paths give the same
- * bits.  Inlined twice, once for each value of the constant. */
-static inline __attribute__((always_inline)) float pse_weights(size_t mv, int32_t mi, const float *restrict X,
+ * bits.  With `heat`, the loop also sums pse_guard's rates c = (nu_qj + kappa) g V on both
+ * sides (float, into sc and OC); without, the exchange's fourth lane sums them (see
+ * vp_pse_pairs) and this loop only writes the weights.  Inlined four times, once for each
+ * combination of the constants. */
+static inline __attribute__((always_inline)) float pse_weights(int32_t mv, int32_t mi, const float *restrict X,
     const float *restrict Y, const float *restrict Z, const float *restrict E, const float *restrict NU,
     const int32_t *restrict K, const float *restrict VF, float *restrict OC, float *restrict G, float *restrict GW,
-    float xq, float yq, float zq, float eq, float nq, float vqf, int32_t kq, float cut2, float kappa, const int uniform)
+    float xq, float yq, float zq, float eq, float nq, float vqf, int32_t kq, float cut2, float kappa, const int uniform,
+    const int heat)
 {
     float sc = 0.0f;
+    /* the exponent's factor -log2(e) / e_qj^2 is folded into the squared distance (x = r^2
+     * times it; from either side the same float), and the cutoff u <= cut^2 is x >= xcut;
+     * nq and NU come halved (nu_qj = nq + NU[j]) */
     const float invq = 1.0f / (0.5f * (eq + eq)), invq2 = invq * invq, invq3 = invq2 * invq2 * invq;
+    const float sq = invq2 * -VP_LOG2E_F, xcut = cut2 * -VP_LOG2E_F;
+    if (heat) {
 #pragma omp simd reduction(+ : sc)
-    for (size_t j = 0; j < mv; j++) {
-        float dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
-        float r2 = dx * dx + dy * dy + dz * dz;
-        float inv = uniform ? invq : 1.0f / (0.5f * (eq + E[j])), inv2 = uniform ? invq2 : inv * inv, u = r2 * inv2;
-        float inside = (u <= cut2 ? 1.0f : 0.0f) * (K[j] > kq && (int32_t)j < mi ? 1.0f : 0.0f), uc = u < cut2 ? u : cut2;
-        float gf = inside * vp_exp_negf(uc) * (uniform ? invq3 : inv2 * inv2 * inv);
-        float gw = gf * (0.5f * (nq + NU[j])), gc = gw + kappa * gf; /* gc: pse_guard's rate */
-        G[j] = gf; GW[j] = gw;
-        sc += gc * VF[j]; OC[j] += gc * vqf;
+        for (int32_t j = 0; j < mv; j++) {
+            float dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
+            float r2 = dx * dx + dy * dy + dz * dz;
+            float inv = uniform ? invq : 1.0f / (0.5f * (eq + E[j])), inv2 = inv * inv;
+            float x = r2 * (uniform ? sq : inv2 * -VP_LOG2E_F);
+            const int inside = (x >= xcut) & (K[j] > kq) & (j < mi);
+            float xc = x > xcut ? x : xcut;
+            float gf = inside ? vp_exp2_negf(xc) * (uniform ? invq3 : inv2 * inv2 * inv) : 0.0f;
+            float gw = gf * (nq + NU[j]), gc = gw + kappa * gf; /* gc: pse_guard's rate */
+            G[j] = gf; GW[j] = gw;
+            sc += gc * VF[j]; OC[j] += gc * vqf;
+        }
+    } else {
+#pragma omp simd
+        for (int32_t j = 0; j < mv; j++) {
+            float dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
+            float r2 = dx * dx + dy * dy + dz * dz;
+            float inv = uniform ? invq : 1.0f / (0.5f * (eq + E[j])), inv2 = inv * inv;
+            float x = r2 * (uniform ? sq : inv2 * -VP_LOG2E_F);
+            const int inside = (x >= xcut) & (K[j] > kq) & (j < mi);
+            float xc = x > xcut ? x : xcut;
+            float gf = inside ? vp_exp2_negf(xc) * (uniform ? invq3 : inv2 * inv2 * inv) : 0.0f;
+            G[j] = gf; GW[j] = gf * (nq + NU[j]);
+        }
     }
     return sc;
 }
 
+/* heat: the records' fourth component is the temperature, exchanged with weight g, and the
+ * rates come from pse_weights.  Without heat (no temperature differences: the exchange of T
+ * would add zeros) the fourth component is 1 in every candidate record and 0 in the query's
+ * wq4, and its weight is g_w: that lane then sums the query's rate c_q = sum g_w V_j (into
+ * acc[4]) and each candidate's, negated (O4[j][3] -= g_w V_q; the caller subtracts it), in
+ * double, with the exchange's own operations; acc[3] stays 0. */
 VP_CLONES
 static void vp_pse_pairs(size_t m, const float *restrict X, const float *restrict Y, const float *restrict Z,
                          const float *restrict E, const float *restrict NU, const int32_t *restrict K,
                          const double *restrict V, const vp_v4d *restrict W4, vp_v4d *restrict O4,
                          const float *restrict VF, float *restrict OC, float *restrict G, float *restrict GW,
                          uint8_t *restrict IN, int32_t *restrict P, const float qf[5], int32_t kq, double vq, const double wq4[4],
-                         float cut2, float kappa, int uniform, int avx512, double acc[5])
+                         float cut2, float kappa, int uniform, int heat, int avx512, double acc[5])
 {
     vp_v4d wq;
     memcpy(&wq, wq4, sizeof wq);
@@ -132,11 +175,15 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
      * loop (with 16 lanes it took as long as the vector loop itself); lanes past m read the
      * batch's next candidates or its finite padding (PSE_PAD) and get weight 0 */
     const size_t mv = (m + PSE_PAD - 1) & ~(size_t)(PSE_PAD - 1);
-    const int32_t mi = (int32_t)m;
-    if (uniform)
-        sc = pse_weights(mv, mi, X, Y, Z, E, NU, K, VF, OC, G, GW, xq, yq, zq, eq, nq, vqf, kq, cut2, kappa, 1);
+    const int32_t mi = (int32_t)m, mvi = (int32_t)mv;
+    if (uniform && heat)
+        sc = pse_weights(mvi, mi, X, Y, Z, E, NU, K, VF, OC, G, GW, xq, yq, zq, eq, nq, vqf, kq, cut2, kappa, 1, 1);
+    else if (uniform)
+        sc = pse_weights(mvi, mi, X, Y, Z, E, NU, K, VF, OC, G, GW, xq, yq, zq, eq, nq, vqf, kq, cut2, kappa, 1, 0);
+    else if (heat)
+        sc = pse_weights(mvi, mi, X, Y, Z, E, NU, K, VF, OC, G, GW, xq, yq, zq, eq, nq, vqf, kq, cut2, kappa, 0, 1);
     else
-        sc = pse_weights(mv, mi, X, Y, Z, E, NU, K, VF, OC, G, GW, xq, yq, zq, eq, nq, vqf, kq, cut2, kappa, 0);
+        sc = pse_weights(mvi, mi, X, Y, Z, E, NU, K, VF, OC, G, GW, xq, yq, zq, eq, nq, vqf, kq, cut2, kappa, 0, 0);
     /* pack the indices of the nonzero weights: with AVX-512 by compress (pse_pack_avx512);
      * otherwise 8 candidates at a time (mv is a multiple of 16): the 8 flag bytes become an
      * 8-bit mask by one multiplication, and the positions of each nibble's set bits come
@@ -166,7 +213,7 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
     for (; t + 1 < np; t += 2) { /* two chains of sums: the add latency overlaps */
         const size_t j = (size_t)P[t], k = (size_t)P[t + 1];
         const double gj = G[j], gwj = GW[j], gk = G[k], gwk = GW[k];
-        const vp_v4d cj = {gwj, gwj, gwj, gj}, ck = {gwk, gwk, gwk, gk};
+        const vp_v4d cj = {gwj, gwj, gwj, heat ? gj : gwj}, ck = {gwk, gwk, gwk, heat ? gk : gwk};
         const vp_v4d dj = W4[j] - wq, dk = W4[k] - wq;
         s0 += (cj * V[j]) * dj; s1 += (ck * V[k]) * dk;
         O4[j] -= (cj * vq) * dj; O4[k] -= (ck * vq) * dk;
@@ -174,13 +221,14 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
     if (t < np) {
         const size_t j = (size_t)P[t];
         const double gj = G[j], gwj = GW[j];
-        const vp_v4d cj = {gwj, gwj, gwj, gj}, dj = W4[j] - wq;
+        const vp_v4d cj = {gwj, gwj, gwj, heat ? gj : gwj}, dj = W4[j] - wq;
         s0 += (cj * V[j]) * dj;
         O4[j] -= (cj * vq) * dj;
     }
     s0 += s1;
-    for (int f = 0; f < 4; f++) acc[f] += s0[f];
-    acc[4] += sc;
+    for (int f = 0; f < 3; f++) acc[f] += s0[f];
+    if (heat) { acc[3] += s0[3]; acc[4] += sc; }
+    else acc[4] += s0[3];
 }
 
 /* Stability guard for the explicit exchange.  The step changes q_i by
@@ -233,9 +281,9 @@ static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, in
                     /* the pair weight as vp_pse_pairs computes it */
                     float dx = (float)rj[0] - xq, dy = (float)rj[1] - yq, dz = (float)rj[2] - zq;
                     float inv = 1.0f / (0.5f * (eq + (float)rj[3])), inv2 = inv * inv;
-                    float u = (dx * dx + dy * dy + dz * dz) * inv2;
-                    if (!(u <= cut2)) continue;
-                    double g = vp_exp_negf(u) * (inv2 * inv2 * inv), gw = g * (0.5f * (nq + (float)rj[9]));
+                    float xe = (dx * dx + dy * dy + dz * dz) * (inv2 * -VP_LOG2E_F);
+                    if (!(xe >= cut2 * -VP_LOG2E_F)) continue;
+                    double g = vp_exp2_negf(xe) * (inv2 * inv2 * inv), gw = g * (0.5f * (nq + (float)rj[9]));
                     double sc = PSE_MAX_RATE / (c[q] > c[j] ? c[q] : c[j]);
                     if (sc >= 1.0) continue;
                     double m = sc - 1.0, vq = rq[4], vj = rj[4];
@@ -481,10 +529,11 @@ static int diffuse_pass(vp_sim *s, double dt)
                 for (size_t k = 0; k < m; k++) {
                     const double *rk = R + NF * idx[k];
                     fb[0][k] = (float)rk[0]; fb[1][k] = (float)rk[1]; fb[2][k] = (float)rk[2];
-                    fb[3][k] = (float)rk[3]; fb[4][k] = (float)rk[9];
+                    fb[3][k] = (float)rk[3]; fb[4][k] = 0.5f * (float)rk[9]; /* nu halved */
                     kb[k] = idx[k] >= own0 && idx[k] < own1 ? (int32_t)(idx[k] - own0) : INT32_MAX; /* n < 2^31 */
                     bv[k] = rk[4];
                     memcpy(&w4[k], rk + 5, sizeof(vp_v4d));
+                    if (!any_heat) w4[k][3] = 1.0; /* the rate lane (vp_pse_pairs) */
                     vf[k] = (float)rk[4];
                 }
                 for (size_t k = m; k < m + PSE_PAD; k++) { /* finite padding for the last lanes */
@@ -494,17 +543,18 @@ static int diffuse_pass(vp_sim *s, double dt)
                 int uniform = 1; /* every spacing of the batch the same float */
                 for (size_t k = 1; k < m; k++) uniform &= fb[3][k] == fb[3][0];
                 memset(o4, 0, m * sizeof(vp_v4d));
-                memset(ocf, 0, (m + PSE_PAD) * sizeof(float));
+                if (any_heat) memset(ocf, 0, (m + PSE_PAD) * sizeof(float));
                 for (int cx = qx0; cx <= qx1; cx++) {
                     size_t b0 = xoff[cx - 2 > bx0 ? cx - 2 : bx0], b1 = xoff[cx + 3 < bx1 + 1 ? cx + 3 : bx1 + 1];
                     for (size_t q = start[r0 + cx]; q < start[r0 + cx + 1]; q++) {
                         const double *rq = R + NF * q;
-                        const float qf[5] = {(float)rq[0], (float)rq[1], (float)rq[2], (float)rq[3], (float)rq[9]};
+                        const float qf[5] = {(float)rq[0], (float)rq[1], (float)rq[2], (float)rq[3], 0.5f * (float)rq[9]};
                         double acc[NO] = {0, 0, 0, 0, 0};
+                        const double wq4[4] = {rq[5], rq[6], rq[7], any_heat ? rq[8] : 0.0};
                         vp_pse_pairs(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
                                      kb + b0, bv + b0, w4 + b0, o4 + b0, vf + b0, ocf + b0, bf + 6 * fs,
-                                     bf + 7 * fs, flag, pk, qf, (int32_t)(q - own0), rq[4], rq + 5, (float)(cut * cut),
-                                     (float)kappa, uniform, avx512, acc);
+                                     bf + 7 * fs, flag, pk, qf, (int32_t)(q - own0), rq[4], wq4, (float)(cut * cut),
+                                     (float)kappa, uniform, any_heat, avx512, acc);
                         for (int f = 0; f < NO; f++) O[NO * q + f] += acc[f];
                     }
                 }
@@ -512,8 +562,9 @@ static int diffuse_pass(vp_sim *s, double dt)
                  * above went to the rows directly) */
                 for (size_t k = 0; k < m; k++) {
                     double *ok = O + NO * idx[k];
-                    for (int f = 0; f < 4; f++) ok[f] += o4[k][f];
-                    ok[4] += ocf[k];
+                    for (int f = 0; f < 3; f++) ok[f] += o4[k][f];
+                    if (any_heat) { ok[3] += o4[k][3]; ok[4] += ocf[k]; }
+                    else ok[4] -= o4[k][3]; /* the rate lane, negated */
                 }
             } /* cy */
         }
