@@ -69,7 +69,8 @@ static inline float vp_exp2_negf(float x)
  * are inside the cutoff, so the double-precision exchange runs over those alone: their
  * indices are packed into P, and each pair's exchange of (w_x, w_y, w_z, T) is one 4-double
  * vector (W4, O4: records of 4 per candidate), so it needs no gather across fields. */
-enum { PSE_PAD = 16 }; /* the candidate loop's widest vector, in floats (a power of 2) */
+enum { PSE_PAD = 16 };
+enum { PSE_NF = 10, PSE_NO = 5 }; /* diffuse_pass's sorted records and outputs: doubles per vorton */ /* the candidate loop's widest vector, in floats (a power of 2) */
 
 /* The packing of the nonzero weights' indices (vp_pse_pairs) by AVX-512's compress: 16
  * candidates a compare, a compress and a store, where the portable table lookup below takes
@@ -302,6 +303,43 @@ static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, in
     return VP_OK;
 }
 
+/* A batch's fields from the sorted records R (x-lo y-lo z-lo e V wx wy wz T nu) of its
+ * candidates idx[0..m): float x y z e nu/2 and V, the own-row key (the position in the row
+ * own0..own1, or INT32_MAX), double V and the 4-double record (wx wy wz T, or 1 for T: the
+ * rate lane of vp_pse_pairs).  Compiled for AVX-512, AVX2 and the baseline (VP_CLONES): in
+ * diffuse_pass's parallel region the loop was baseline SSE2, one conversion at a time. */
+VP_CLONES
+static void pse_batch_fill(size_t m, const size_t *restrict idx, const double *restrict R, size_t own0, size_t own1,
+                           int heat, float *const fb[5], int32_t *restrict kb, double *restrict bv, vp_v4d *restrict w4,
+                           float *restrict vf)
+{
+    float *restrict f0 = fb[0], *restrict f1 = fb[1], *restrict f2 = fb[2], *restrict f3 = fb[3], *restrict f4 = fb[4];
+    for (size_t k = 0; k < m; k++) {
+        const double *rk = R + PSE_NF * idx[k];
+        f0[k] = (float)rk[0]; f1[k] = (float)rk[1]; f2[k] = (float)rk[2];
+        f3[k] = (float)rk[3]; f4[k] = 0.5f * (float)rk[9]; /* nu halved */
+        kb[k] = idx[k] >= own0 && idx[k] < own1 ? (int32_t)(idx[k] - own0) : INT32_MAX; /* n < 2^31 */
+        bv[k] = rk[4];
+        vf[k] = (float)rk[4];
+        const vp_v4d r4 = {rk[5], rk[6], rk[7], heat ? rk[8] : 1.0};
+        w4[k] = r4;
+    }
+}
+
+/* The batch's sums back to the per-vorton outputs O (dwx dwy dwz dT c, sorted order); without
+ * heat the fourth lane holds the negated rates (vp_pse_pairs).  Cloned as pse_batch_fill. */
+VP_CLONES
+static void pse_batch_back(size_t m, const size_t *restrict idx, double *restrict O, const vp_v4d *restrict o4,
+                           const float *restrict ocf, int heat)
+{
+    for (size_t k = 0; k < m; k++) {
+        double *ok = O + PSE_NO * idx[k];
+        for (int f = 0; f < 3; f++) ok[f] += o4[k][f];
+        if (heat) { ok[3] += o4[k][3]; ok[4] += ocf[k]; }
+        else ok[4] -= o4[k][3];
+    }
+}
+
 /* Per-vorton viscosity nu_i for vortons [i0, i1): molecular plus Smagorinsky's eddy
  * viscosity (C_s D_i)^2 sqrt(2 S:S), S the symmetric part of the grid Jacobian at the vorton,
  * capped at 0.1 e_i^2 / dt but never below the molecular value.  Compiled for AVX-512, AVX2 +
@@ -425,7 +463,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     /* sorted copies, one record per vorton (x y z e V wx wy wz T nu: a batch gathers whole
      * records, a few streams instead of one per field), and the accumulated outputs (dwx dwy
      * dwz dT, and the rate sum c of pse_guard) per vorton in sorted order */
-    enum { NF = 10, NO = 5 };
+    enum { NF = PSE_NF, NO = PSE_NO };
     double *so = malloc((NF + NO) * n * sizeof(double));
     if (!so) { free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
     double *R = so, *O = so + NF * n;
@@ -526,16 +564,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                 }
                 xoff[bx1 + 1] = m; /* xoff is read at bx0 .. bx1 + 1 only */
                 const size_t own0 = start[r0], own1 = start[r0 + nc[0]];
-                for (size_t k = 0; k < m; k++) {
-                    const double *rk = R + NF * idx[k];
-                    fb[0][k] = (float)rk[0]; fb[1][k] = (float)rk[1]; fb[2][k] = (float)rk[2];
-                    fb[3][k] = (float)rk[3]; fb[4][k] = 0.5f * (float)rk[9]; /* nu halved */
-                    kb[k] = idx[k] >= own0 && idx[k] < own1 ? (int32_t)(idx[k] - own0) : INT32_MAX; /* n < 2^31 */
-                    bv[k] = rk[4];
-                    memcpy(&w4[k], rk + 5, sizeof(vp_v4d));
-                    if (!any_heat) w4[k][3] = 1.0; /* the rate lane (vp_pse_pairs) */
-                    vf[k] = (float)rk[4];
-                }
+                pse_batch_fill(m, idx, R, own0, own1, any_heat, fb, kb, bv, w4, vf);
                 for (size_t k = m; k < m + PSE_PAD; k++) { /* finite padding for the last lanes */
                     fb[0][k] = fb[1][k] = fb[2][k] = fb[4][k] = 0.0f; fb[3][k] = 1.0f;
                     kb[k] = INT32_MIN; vf[k] = 0.0f;
@@ -560,12 +589,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                 }
                 /* the batch's sums back to their rows (own row included: its queries' sums
                  * above went to the rows directly) */
-                for (size_t k = 0; k < m; k++) {
-                    double *ok = O + NO * idx[k];
-                    for (int f = 0; f < 3; f++) ok[f] += o4[k][f];
-                    if (any_heat) { ok[3] += o4[k][3]; ok[4] += ocf[k]; }
-                    else ok[4] -= o4[k][3]; /* the rate lane, negated */
-                }
+                pse_batch_back(m, idx, O, o4, ocf, any_heat);
             } /* cy */
         }
         free(bb); free(bf); free(xoff); free(idx); free(pk); free(flag);
