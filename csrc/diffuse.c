@@ -210,22 +210,34 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
         }
     }
     vp_v4d s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
-    size_t t = 0;
-    for (; t + 1 < np; t += 2) { /* two chains of sums: the add latency overlaps */
-        const size_t j = (size_t)P[t], k = (size_t)P[t + 1];
-        const double gj = G[j], gwj = GW[j], gk = G[k], gwk = GW[k];
-        const vp_v4d cj = {gwj, gwj, gwj, heat ? gj : gwj}, ck = {gwk, gwk, gwk, heat ? gk : gwk};
-        const vp_v4d dj = W4[j] - wq, dk = W4[k] - wq;
-        s0 += (cj * V[j]) * dj; s1 += (ck * V[k]) * dk;
-        O4[j] -= (cj * vq) * dj; O4[k] -= (ck * vq) * dk;
-    }
-    if (t < np) {
-        const size_t j = (size_t)P[t];
-        const double gj = G[j], gwj = GW[j];
-        const vp_v4d cj = {gwj, gwj, gwj, heat ? gj : gwj}, dj = W4[j] - wq;
-        s0 += (cj * V[j]) * dj;
-        O4[j] -= (cj * vq) * dj;
-    }
+    /* two chains of sums, so the add latency overlaps; a loop for each kind of record (with
+     * heat the fourth lane's weight is g, without it g_w: then the pair's weight is one
+     * broadcast) */
+#define PSE_EXCHANGE(C3J, C3K)                                                                 \
+    do {                                                                                       \
+        size_t t = 0;                                                                          \
+        for (; t + 1 < np; t += 2) {                                                           \
+            const size_t j = (size_t)P[t], k = (size_t)P[t + 1];                               \
+            const double gwj = GW[j], gwk = GW[k];                                             \
+            const vp_v4d cj = {gwj, gwj, gwj, C3J}, ck = {gwk, gwk, gwk, C3K};                 \
+            const vp_v4d dj = W4[j] - wq, dk = W4[k] - wq;                                     \
+            s0 += (cj * V[j]) * dj; s1 += (ck * V[k]) * dk;                                    \
+            O4[j] -= (cj * vq) * dj; O4[k] -= (ck * vq) * dk;                                  \
+        }                                                                                      \
+        if (t < np) {                                                                          \
+            const size_t j = (size_t)P[t], k = j;                                              \
+            const double gwj = GW[j];                                                          \
+            const vp_v4d cj = {gwj, gwj, gwj, C3J}, dj = W4[j] - wq;                           \
+            (void)k;                                                                           \
+            s0 += (cj * V[j]) * dj;                                                            \
+            O4[j] -= (cj * vq) * dj;                                                           \
+        }                                                                                      \
+    } while (0)
+    if (heat)
+        PSE_EXCHANGE((double)G[j], (double)G[k]);
+    else
+        PSE_EXCHANGE(gwj, gwk);
+#undef PSE_EXCHANGE
     s0 += s1;
     for (int f = 0; f < 3; f++) acc[f] += s0[f];
     if (heat) { acc[3] += s0[3]; acc[4] += sc; }
