@@ -268,23 +268,25 @@ def test_pse_avx512_packing_gives_the_same_bits_as_the_portable_one():
     CPU has it, and with a portable table lookup elsewhere (diffuse.c); VORTONPY_NO_AVX512=1
     makes a process take the portable path.  Both must list the same pairs in the same order,
     so viscous and heat diffusion give the same bits (on a CPU without AVX-512 both runs take
-    the portable path and the test is trivially true)."""
+    the portable path and the test is trivially true).  hot_ball exchanges heat; the smoke
+    scene has none, so its fourth exchange lane carries the guard's rates instead."""
     import os
     import subprocess
     import sys
     import tempfile
-    code = (
-        "import sys, numpy as np, vortonpy as vp\n"
-        "sim = vp.scenes.hot_ball(threads=2, tracers=0)\n"
-        "sim.step(40)\n"
-        "np.save(sys.argv[1], np.column_stack([sim.vortons.position, sim.vortons.vorticity, sim.vortons.density]))\n"
-    )
-    outs = []
-    with tempfile.TemporaryDirectory() as d:
-        for flag in ("0", "1"):
-            out = os.path.join(d, f"s{flag}.npy")
-            env = child_env(VORTONPY_NO_AVX512=flag)
-            r = subprocess.run([sys.executable, "-c", code, out], env=env, capture_output=True, text=True, cwd=d)
-            assert r.returncode == 0, r.stderr
-            outs.append(np.load(out))
-    assert outs[0].shape == outs[1].shape and np.array_equal(outs[0], outs[1])
+    for scene in ("hot_ball", "ball_through_smoke"):
+        code = (
+            "import sys, numpy as np, vortonpy as vp\n"
+            f"sim = vp.scenes.{scene}(threads=2, tracers=0)\n"
+            "sim.step(40)\n"
+            "np.save(sys.argv[1], np.column_stack([sim.vortons.position, sim.vortons.vorticity, sim.vortons.density]))\n"
+        )
+        outs = []
+        with tempfile.TemporaryDirectory() as d:
+            for flag in ("0", "1"):
+                out = os.path.join(d, f"s{flag}.npy")
+                env = child_env(VORTONPY_NO_AVX512=flag)
+                r = subprocess.run([sys.executable, "-c", code, out], env=env, capture_output=True, text=True, cwd=d)
+                assert r.returncode == 0, r.stderr
+                outs.append(np.load(out))
+        assert outs[0].shape == outs[1].shape and np.array_equal(outs[0], outs[1]), scene
