@@ -125,31 +125,20 @@ static inline __attribute__((always_inline)) float pse_weights(int32_t mv, int32
      * nq and NU come halved (nu_qj = nq + NU[j]) */
     const float invq = 1.0f / (0.5f * (eq + eq)), invq2 = invq * invq, invq3 = invq2 * invq2 * invq;
     const float sq = invq2 * -VP_LOG2E_F, xcut = cut2 * -VP_LOG2E_F;
-    if (heat) {
 #pragma omp simd reduction(+ : sc)
-        for (int32_t j = 0; j < mv; j++) {
-            float dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
-            float r2 = dx * dx + dy * dy + dz * dz;
-            float inv = uniform ? invq : 1.0f / (0.5f * (eq + E[j])), inv2 = inv * inv;
-            float x = r2 * (uniform ? sq : inv2 * -VP_LOG2E_F);
-            const int inside = (x >= xcut) & (K[j] > kq) & (j < mi);
-            float xc = x > xcut ? x : xcut;
-            float gf = inside ? vp_exp2_negf(xc) * (uniform ? invq3 : inv2 * inv2 * inv) : 0.0f;
-            float gw = gf * (nq + NU[j]), gc = gw + kappa * gf; /* gc: pse_guard's rate */
-            G[j] = gf; GW[j] = gw;
+    for (int32_t j = 0; j < mv; j++) {
+        float dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
+        float r2 = dx * dx + dy * dy + dz * dz;
+        float inv = uniform ? invq : 1.0f / (0.5f * (eq + E[j])), inv2 = inv * inv;
+        float x = r2 * (uniform ? sq : inv2 * -VP_LOG2E_F);
+        const int inside = (x >= xcut) & (K[j] > kq) & (j < mi);
+        float xc = x > xcut ? x : xcut;
+        float gf = inside ? vp_exp2_negf(xc) * (uniform ? invq3 : inv2 * inv2 * inv) : 0.0f;
+        float gw = gf * (nq + NU[j]);
+        G[j] = gf; GW[j] = gw;
+        if (heat) { /* pse_guard's rate gc (without heat, the exchange sums it) */
+            float gc = gw + kappa * gf;
             sc += gc * VF[j]; OC[j] += gc * vqf;
-        }
-    } else {
-#pragma omp simd
-        for (int32_t j = 0; j < mv; j++) {
-            float dx = X[j] - xq, dy = Y[j] - yq, dz = Z[j] - zq;
-            float r2 = dx * dx + dy * dy + dz * dz;
-            float inv = uniform ? invq : 1.0f / (0.5f * (eq + E[j])), inv2 = inv * inv;
-            float x = r2 * (uniform ? sq : inv2 * -VP_LOG2E_F);
-            const int inside = (x >= xcut) & (K[j] > kq) & (j < mi);
-            float xc = x > xcut ? x : xcut;
-            float gf = inside ? vp_exp2_negf(xc) * (uniform ? invq3 : inv2 * inv2 * inv) : 0.0f;
-            G[j] = gf; GW[j] = gf * (nq + NU[j]);
         }
     }
     return sc;
