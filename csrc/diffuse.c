@@ -202,25 +202,25 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
     /* two chains of sums, so the add latency overlaps; a loop for each kind of record (with
      * heat the fourth lane's weight is g, without it g_w: then the pair's weight is one
      * broadcast) */
-#define PSE_EXCHANGE(C3J, C3K)                                                                 \
-    do {                                                                                       \
-        size_t t = 0;                                                                          \
-        for (; t + 1 < np; t += 2) {                                                           \
-            const size_t j = (size_t)P[t], k = (size_t)P[t + 1];                               \
-            const double gwj = GW[j], gwk = GW[k];                                             \
-            const vp_v4d cj = {gwj, gwj, gwj, C3J}, ck = {gwk, gwk, gwk, C3K};                 \
-            const vp_v4d dj = W4[j] - wq, dk = W4[k] - wq;                                     \
-            s0 += (cj * V[j]) * dj; s1 += (ck * V[k]) * dk;                                    \
-            O4[j] -= (cj * vq) * dj; O4[k] -= (ck * vq) * dk;                                  \
-        }                                                                                      \
-        if (t < np) {                                                                          \
-            const size_t j = (size_t)P[t], k = j;                                              \
-            const double gwj = GW[j];                                                          \
-            const vp_v4d cj = {gwj, gwj, gwj, C3J}, dj = W4[j] - wq;                           \
-            (void)k;                                                                           \
-            s0 += (cj * V[j]) * dj;                                                            \
-            O4[j] -= (cj * vq) * dj;                                                           \
-        }                                                                                      \
+#define PSE_EXCHANGE(C3J, C3K)                                                                  \
+    do {                                                                                        \
+        size_t t = 0;                                                                           \
+        for (; t + 1 < np; t += 2) {                                                            \
+            const size_t j = (size_t)P[t], k = (size_t)P[t + 1];                                \
+            const double gwj = GW[j], gwk = GW[k];                                              \
+            const vp_v4d cj = {gwj, gwj, gwj, C3J}, ck = {gwk, gwk, gwk, C3K};                  \
+            const vp_v4d dj = W4[j] - wq, dk = W4[k] - wq;                                      \
+            s0 += (cj * V[j]) * dj; s1 += (ck * V[k]) * dk;                                     \
+            O4[j] -= (cj * vq) * dj; O4[k] -= (ck * vq) * dk;                                   \
+        }                                                                                       \
+        if (t < np) {                                                                           \
+            const size_t j = (size_t)P[t], k = j;                                               \
+            const double gwj = GW[j];                                                           \
+            const vp_v4d cj = {gwj, gwj, gwj, C3J}, dj = W4[j] - wq;                            \
+            (void)k;                                                                            \
+            s0 += (cj * V[j]) * dj;                                                             \
+            O4[j] -= (cj * vq) * dj;                                                            \
+        }                                                                                       \
     } while (0)
     if (heat)
         PSE_EXCHANGE((double)G[j], (double)G[k]);
