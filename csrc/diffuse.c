@@ -69,8 +69,8 @@ static inline float vp_exp2_negf(float x)
  * are inside the cutoff, so the double-precision exchange runs over those alone: their
  * indices are packed into P, and each pair's exchange of (w_x, w_y, w_z, T) is one 4-double
  * vector (W4, O4: records of 4 per candidate), so it needs no gather across fields. */
-enum { PSE_PAD = 16 };
-enum { PSE_NF = 10, PSE_NO = 5 }; /* diffuse_pass's sorted records and outputs: doubles per vorton */ /* the candidate loop's widest vector, in floats (a power of 2) */
+enum { PSE_PAD = 16 };            /* the candidate loop's widest vector, in floats (a power of 2) */
+enum { PSE_NF = 10, PSE_NO = 5 }; /* diffuse_pass's sorted records and outputs: doubles per vorton */
 
 /* The packing of the nonzero weights' indices (vp_pse_pairs) by AVX-512's compress: 16
  * candidates a compare, a compress and a store, where the portable table lookup below takes
@@ -214,10 +214,9 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
             O4[j] -= (cj * vq) * dj; O4[k] -= (ck * vq) * dk;                                   \
         }                                                                                       \
         if (t < np) {                                                                           \
-            const size_t j = (size_t)P[t], k = j;                                               \
+            const size_t j = (size_t)P[t];                                                      \
             const double gwj = GW[j];                                                           \
             const vp_v4d cj = {gwj, gwj, gwj, C3J}, dj = W4[j] - wq;                            \
-            (void)k;                                                                            \
             s0 += (cj * V[j]) * dj;                                                             \
             O4[j] -= (cj * vq) * dj;                                                            \
         }                                                                                       \

@@ -31,9 +31,9 @@ static inline double m4p(double x)
 /* The M4' scatter of remeshing: each inside vorton's 9 carried quantities (strength, density
  * mass, age, weight, velocity) onto its 4^3 nodes of the row-stored lattice (base: its first
  * node per axis, relative to the lattice origin o; roff, rx0: where each row's nodes start and
- * its first x node).  Serial, in
- * vorton order: deterministic.  (Cloned for AVX2/AVX-512 it was 1.15x faster, a few
- * microseconds a frame, but contracted the sums into FMAs: other bits than the baseline.) */
+ * its first x node).  Serial, in vorton order: deterministic.  (Cloned for AVX2/AVX-512 it
+ * was 1.15x faster, a few microseconds a frame, but contracted the sums into FMAs: other bits
+ * than the baseline.) */
 static void remesh_scatter(size_t n, const unsigned char *inside, const long *base, const double *x, const double *w,
                            const double *r, const double *d, const double *age, const double *vel, double h,
                            const long o[3], const long m[3], const size_t *roff, const long *rx0, double *acc)
