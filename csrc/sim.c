@@ -153,7 +153,7 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
     free(buf);
 }
 
-/* The vectorised body of tracer_bounds over runs [r0, r1) of 12 doubles. */
+/* The vectorised body of point_bounds over runs [r0, r1) of 12 doubles. */
 VP_CLONES
 static void bounds_runs(const double *restrict t, long r0, long r1, const double *restrict L, const double *restrict H,
                         double *restrict m1, double *restrict m2, double *restrict b1)
@@ -170,15 +170,15 @@ static void bounds_runs(const double *restrict t, long r0, long r1, const double
     }
 }
 
-/* Min and max per axis of the tracer coordinates inside the robust limits (coordinates
- * outside count as absent); nonzero if any coordinate is not finite.  The positions are
+/* Min and max per axis of n points' coordinates t (vortons' or tracers') inside the robust
+ * limits (coordinates outside count as absent); nonzero if any coordinate is not finite.  The positions are
  * read as one flat array in runs of 12 doubles (4 tracers: the x, y, z pattern repeats), so
  * every lane sees one axis and the loop vectorises; min and max are exact, so the result
  * does not depend on the thread count. */
-static int tracer_bounds(const vp_sim *s, const double lim_lo[3], const double lim_hi[3], double lo[3], double hi[3])
+static int point_bounds(const double *t, size_t n, int threads, const double lim_lo[3], const double lim_hi[3],
+                        double lo[3], double hi[3])
 {
-    const double *t = s->tracers.n ? s->tracers.position->data : NULL;
-    const long n3 = 3 * (long)s->tracers.n, runs = n3 / 12;
+    const long n3 = 3 * (long)n, runs = n3 / 12;
     double L[12], H[12], mn[12], mx[12], bad[12];
     for (int j = 0; j < 12; j++) { L[j] = lim_lo[j % 3]; H[j] = lim_hi[j % 3]; mn[j] = INFINITY; mx[j] = -INFINITY; bad[j] = 0; }
     for (long k = 12 * runs; k < n3; k++) { /* the tail, then the runs */
@@ -186,7 +186,8 @@ static int tracer_bounds(const vp_sim *s, const double lim_lo[3], const double l
         bad[j] += c * 0.0;
         if (c >= L[j] && c <= H[j]) { mn[j] = c < mn[j] ? c : mn[j]; mx[j] = c > mx[j] ? c : mx[j]; }
     }
-#pragma omp parallel num_threads(s->params.threads) if (runs > 8192)
+    (void)threads;
+#pragma omp parallel num_threads(threads) if (runs > 8192)
     {
         double m1[12], m2[12], b1[12];
         for (int j = 0; j < 12; j++) { m1[j] = INFINITY; m2[j] = -INFINITY; b1[j] = 0; }
@@ -196,7 +197,7 @@ static int tracer_bounds(const vp_sim *s, const double lim_lo[3], const double l
 #endif
         long r0 = runs * me / nth, r1 = runs * (me + 1) / nth;
         bounds_runs(t, r0, r1, L, H, m1, m2, b1);
-#pragma omp critical(vp_tracer_bounds)
+#pragma omp critical(vp_point_bounds)
         for (int j = 0; j < 12; j++) {
             mn[j] = m1[j] < mn[j] ? m1[j] : mn[j]; mx[j] = m2[j] > mx[j] ? m2[j] : mx[j]; bad[j] += b1[j];
         }
@@ -220,16 +221,13 @@ int vp_domain_update(vp_sim *s)
     double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY}, smax = 0;
     double lim_lo[3], lim_hi[3];
     vp_robust_limits(s, 1, lim_lo, lim_hi);
-    const double *x = s->vortons.n ? s->vortons.position->data : NULL;
-    for (size_t i = 0; i < s->vortons.n; i++) {
-        for (int a = 0; a < 3; a++) {
-            double c = x[3 * i + a];
-            if (!isfinite(c)) return VP_ERR_NONFINITE;
-            if (c < lim_lo[a] || c > lim_hi[a]) continue;
-            if (c < lo[a]) lo[a] = c;
-            if (c > hi[a]) hi[a] = c;
-        }
-        if (s->vortons.radius->data[i] > smax) smax = s->vortons.radius->data[i];
+    const int threads = s->params.threads;
+    /* min and max are exact: the bounds do not depend on the thread count */
+    if (s->vortons.n && point_bounds(s->vortons.position->data, s->vortons.n, threads, lim_lo, lim_hi, lo, hi))
+        return VP_ERR_NONFINITE;
+    {
+        const double *r = s->vortons.n ? s->vortons.radius->data : NULL;
+        for (size_t i = 0; i < s->vortons.n; i++) smax = r[i] > smax ? r[i] : smax;
     }
     /* The cell size comes from the vortons alone (cells per vorton over their box): tracers
      * that spread wide enlarge the grid but never coarsen it, so they cannot change how the
@@ -242,9 +240,9 @@ int vp_domain_update(vp_sim *s)
             vol_v *= e > 1e-9 ? e : 1e-9;
         }
     }
-    /* Tracers: a parallel min/max (exact, so the result does not depend on the threads). */
     double tlo[3], thi[3];
-    if (tracer_bounds(s, lim_lo, lim_hi, tlo, thi)) return VP_ERR_NONFINITE;
+    if (point_bounds(s->tracers.n ? s->tracers.position->data : NULL, s->tracers.n, threads, lim_lo, lim_hi, tlo, thi))
+        return VP_ERR_NONFINITE;
     for (int a = 0; a < 3; a++) { lo[a] = tlo[a] < lo[a] ? tlo[a] : lo[a]; hi[a] = thi[a] > hi[a] ? thi[a] : hi[a]; }
     if (!(lo[0] <= hi[0]) || !(lo[1] <= hi[1]) || !(lo[2] <= hi[2])) {
         lo[0] = lo[1] = lo[2] = -1; hi[0] = hi[1] = hi[2] = 1;
@@ -760,7 +758,17 @@ int vp_expire(vp_sim *s)
         if (!n) continue;
         double *age = kind ? s->tracers.age->data : s->vortons.age->data;
         double life = kind ? s->params.tracer_lifetime : s->params.vorton_lifetime;
-        size_t overdue = 0, expired = age_range(age, n, dt, life, life * (1.0 + 1.0 / 32), &overdue);
+        /* in blocks over the threads (1e6 tracers' ages are 16 MB of traffic a step); the
+         * counts are integers, so the same for any thread count */
+        const long block = 1 << 16, nb = ((long)n + block - 1) / block;
+        size_t overdue = 0, expired = 0;
+        const double late = life * (1.0 + 1.0 / 32);
+#pragma omp parallel for num_threads(s->params.threads) schedule(static) reduction(+ : expired, overdue) if (nb > 1)
+        for (long b = 0; b < nb; b++) {
+            size_t o = 0;
+            expired += age_range(age + b * block, (size_t)(vp_block_end(b, block, (long)n) - b * block), dt, life, late, &o);
+            overdue += o;
+        }
         if (!(life > 0)) continue; /* immortal */
         /* Removal shifts the arrays (stable order), so it is batched: it runs once 1/32 of the
          * particles have expired or one is 1/32 of a lifetime overdue, whichever is first;
@@ -793,12 +801,12 @@ static int finite_range(const double *restrict a, size_t i0, size_t i1)
     return t == 0.0;
 }
 
-/* Whether every a[i] is finite, in parallel over blocks for large arrays. */
+/* Whether every a[i] is finite, in parallel for large arrays: one block per thread (fixed
+ * blocks of 2^16 left one thread with three of 1e5 vortons' five). */
 static int finite_array(const double *a, size_t n, int threads)
 {
-    const long block = 1 << 16, nb = ((long)n + block - 1) / block;
+    const long nb = n > (1 << 16) && threads > 1 ? threads : 1, block = ((long)n + nb - 1) / nb;
     int ok = 1;
-    (void)threads;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(& : ok) if (nb > 1)
     for (long b = 0; b < nb; b++)
         ok &= finite_range(a, (size_t)(b * block), (size_t)vp_block_end(b, block, (long)n));
