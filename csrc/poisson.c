@@ -484,6 +484,7 @@ static inline void strength_of(const double *w, const double *rad, size_t i, dou
 /* The splat in parallel, from this many vortons (fewer: the serial loop below, which also
  * takes fewer passes over memory) */
 #define POISSON_SPLAT_PARALLEL_MIN 20000
+#define POISSON_SUM_BLOCK 4096
 
 /* Splat the strengths of the n vortons into field (zeroed); out[i] = 1 for a vorton the
  * grid does not hold (0 otherwise), am[i] = |a_i| for the others.  In parallel and bitwise
@@ -553,34 +554,60 @@ int vp_poisson_velocity_grid(vp_sim *s)
         free(outside); free(am);
         return VP_ERR_NOMEM;
     }
-    for (size_t i = 0; i < n; i++) {
-        double a[3], m;
-        int out;
-        if (par) {
-            out = outside[i];
-            m = am[i];
-        } else {
-            double f[3];
-            size_t base;
-            int k0;
-            strength_of(w, rad, i, a);
-            out = strength_cell(g, x + 3 * i, f, &base, &k0);
-            if (!out) {
+    /* the sums in blocks of POISSON_SUM_BLOCK vortons, added in block order: the same
+     * rounding on both paths, and the parallel one sums its blocks in parallel (a serial
+     * pass over 1e5 vortons, its sum spilled to the stack, was 0.3 ms a step) */
+    const size_t nb = (n + POISSON_SUM_BLOCK - 1) / POISSON_SUM_BLOCK;
+    if (par) {
+        double *bs = malloc(2 * nb * sizeof(double));
+        size_t *bo = malloc(nb * sizeof(size_t));
+        int nomem = !bs || !bo;
+        if (!nomem) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+            for (long b = 0; b < (long)nb; b++) {
+                const size_t i0 = (size_t)b * POISSON_SUM_BLOCK, i1 = i0 + POISSON_SUM_BLOCK < n ? i0 + POISSON_SUM_BLOCK : n;
+                double ws = 0.0, ss = 0.0;
+                size_t no = 0;
+                for (size_t i = i0; i < i1; i++) {
+                    if (outside[i]) { no++; continue; }
+                    ws += am[i]; ss += am[i] * rad[i] * rad[i];
+                }
+                bs[2 * b] = ws; bs[2 * b + 1] = ss; bo[b] = no;
+            }
+            for (size_t b = 0; b < nb; b++) { wsum += bs[2 * b]; s2sum += bs[2 * b + 1]; n_out += bo[b]; }
+            if (n_out) {
+                out_idx = malloc(n_out * sizeof *out_idx);
+                nomem = !out_idx;
+                for (size_t i = 0, k = 0; i < n && out_idx; i++) if (outside[i]) out_idx[k++] = i;
+            }
+        }
+        free(bs); free(bo);
+        if (nomem) { free(outside); free(am); return VP_ERR_NOMEM; }
+    } else {
+        for (size_t b = 0; b < nb; b++) {
+            const size_t i0 = b * POISSON_SUM_BLOCK, i1 = i0 + POISSON_SUM_BLOCK < n ? i0 + POISSON_SUM_BLOCK : n;
+            double ws = 0.0, ss = 0.0;
+            for (size_t i = i0; i < i1; i++) {
+                double a[3], f[3];
+                size_t base;
+                int k0;
+                strength_of(w, rad, i, a);
+                if (strength_cell(g, x + 3 * i, f, &base, &k0)) {
+                    if (n_out == out_cap) {
+                        size_t cap = out_cap ? 2 * out_cap : 64;
+                        size_t *q = realloc(out_idx, cap * sizeof *q);
+                        if (!q) { free(out_idx); return VP_ERR_NOMEM; }
+                        out_idx = q; out_cap = cap;
+                    }
+                    out_idx[n_out++] = i;
+                    continue;
+                }
                 splat_planes(g, vel, base, f, a, 0, 1);
-                m = sqrt(vp_dot3(a, a));
+                const double m = sqrt(vp_dot3(a, a));
+                ws += m; ss += m * rad[i] * rad[i];
             }
+            wsum += ws; s2sum += ss;
         }
-        if (out) {
-            if (n_out == out_cap) {
-                size_t cap = out_cap ? 2 * out_cap : 64;
-                size_t *q = realloc(out_idx, cap * sizeof *q);
-                if (!q) { free(out_idx); free(outside); free(am); return VP_ERR_NOMEM; }
-                out_idx = q; out_cap = cap;
-            }
-            out_idx[n_out++] = i;
-            continue;
-        }
-        wsum += m; s2sum += m * rad[i] * rad[i];
     }
     free(outside); free(am);
 
