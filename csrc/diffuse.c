@@ -449,7 +449,7 @@ static int diffuse_pass(vp_sim *s, double dt)
         for (int a = 0; a < 3; a++) { lo[a] = t0[a]; hi[a] = t1[a]; }
     }
     vp_bins bins;
-    if (vp_bins_build(&bins, n, xs, lo, hi, 0.5 * cut * emax, 4.0 * n + 64)) { free(xperm); return VP_ERR_NOMEM; }
+    if (vp_bins_build(&bins, n, xs, lo, hi, 0.5 * cut * emax, 4.0 * n + 64, threads)) { free(xperm); return VP_ERR_NOMEM; }
     const int *nc = bins.nc;
     const size_t *start = bins.start, *order = bins.order;
     /* The Gaussian's second moment cut at r = cut e keeps the fraction

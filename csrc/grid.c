@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define IDX(g, i, j, k) ((size_t)(i) + (size_t)(g)->n[0] * ((size_t)(j) + (size_t)(g)->n[1] * (size_t)(k)))
 
@@ -205,9 +208,12 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
  * into boxes of side `cell` from lo, the side grown by 1.26x until there are at most
  * max_cells boxes; points beyond [lo, hi] (outliers) go to the edge boxes.  start[c] ..
  * start[c+1] index into order, the points of box c (x fastest) in index order: a counting
- * sort, O(n + cells), deterministic. */
+ * sort, O(n + cells), deterministic.  With threads > 1 and many points, each thread bins a
+ * contiguous share of the points and counts them per box, and places them after the boxes'
+ * points of the threads before it: the same order as the serial sort, for any thread count
+ * (the serial binning of 1e5 vortons was 0.5 ms a step while the other thread waited). */
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
-                  double max_cells)
+                  double max_cells, int threads)
 {
     b->start = NULL; b->order = NULL;
     if (!(cell > 0) || !isfinite(cell)) { /* degenerate (zero radii): one cell over the box */
@@ -224,22 +230,40 @@ int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], con
     for (int a = 0; a < 3; a++) b->lo[a] = lo[a];
     b->cell = cell;
     const size_t ncell = (size_t)b->nc[0] * b->nc[1] * b->nc[2];
-    size_t *start = calloc(ncell + 1, sizeof(size_t)), *order = malloc((n + 1) * sizeof(size_t)),
-           *cid = malloc((n + 1) * sizeof(size_t)), *fill = malloc((ncell + 1) * sizeof(size_t));
+    const int nt = threads > 1 && n >= VP_BINS_PARALLEL_MIN ? threads : 1;
+    size_t *start = malloc((ncell + 1) * sizeof(size_t)), *order = malloc((n + 1) * sizeof(size_t)),
+           *cid = malloc((n + 1) * sizeof(size_t)), *fill = calloc((size_t)nt * ncell + 1, sizeof(size_t));
     if (!start || !order || !cid || !fill) { free(start); free(order); free(cid); free(fill); return VP_ERR_NOMEM; }
-    for (size_t i = 0; i < n; i++) {
-        size_t c = 0, stride = 1;
-        for (int a = 0; a < 3; a++) {
-            int k = vp_bins_cell(b, a, x[3 * i + a] - lo[a]);
-            c += (size_t)k * stride;
-            stride *= (size_t)b->nc[a];
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        const size_t i0 = n * (size_t)t / (size_t)nt, i1 = n * (size_t)(t + 1) / (size_t)nt;
+        size_t *cnt = fill + (size_t)t * ncell; /* this share's count per box, then its next slot */
+        for (size_t i = i0; i < i1; i++) {
+            size_t c = 0, stride = 1;
+            for (int a = 0; a < 3; a++) {
+                int k = vp_bins_cell(b, a, x[3 * i + a] - lo[a]);
+                c += (size_t)k * stride;
+                stride *= (size_t)b->nc[a];
+            }
+            cid[i] = c;
+            cnt[c]++;
         }
-        cid[i] = c;
-        start[c + 1]++;
+#pragma omp barrier
+#pragma omp single
+        { /* box c's points: the shares' in thread order */
+            size_t run = 0;
+            for (size_t c = 0; c < ncell; c++) {
+                start[c] = run;
+                for (int u = 0; u < nt; u++) { const size_t k = fill[(size_t)u * ncell + c]; fill[(size_t)u * ncell + c] = run; run += k; }
+            }
+            start[ncell] = run;
+        }
+        for (size_t i = i0; i < i1; i++) order[cnt[cid[i]]++] = i;
     }
-    for (size_t c = 0; c < ncell; c++) start[c + 1] += start[c];
-    memcpy(fill, start, ncell * sizeof(size_t));
-    for (size_t i = 0; i < n; i++) order[fill[cid[i]]++] = i;
     free(fill); free(cid);
     b->start = start; b->order = order;
     return VP_OK;

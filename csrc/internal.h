@@ -56,8 +56,9 @@ static inline int vp_cell_count(double span, double cell)
     const double q = span / cell;
     return q >= 0 && q < 1e9 ? (int)q + 1 : (q >= 1e9 ? 1000000000 : 1);
 }
+#define VP_BINS_PARALLEL_MIN 20000 /* points, below which vp_bins_build sorts on one thread */
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
-                  double max_cells);
+                  double max_cells, int threads);
 void vp_bins_free(vp_bins *b);
 /* Velocity at P induced by m vortons in double SoA F = [x | y | z | ax | ay | az | s^2]
  * (arrays of m), the kernel of vp_kernel_add summed in one vectorised loop; adds to u (tree.c). */

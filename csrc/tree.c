@@ -336,7 +336,7 @@ int vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *poi
         for (int a = 0; a < 3; a++) lo[a] = hi[a] = 0;
     }
     vp_bins bins;
-    if (vp_bins_build(&bins, m, points, lo, hi, cell, 4.0 * (double)m / 16.0 + 8)) {
+    if (vp_bins_build(&bins, m, points, lo, hi, cell, 4.0 * (double)m / 16.0 + 8, threads)) {
         ((vp_tree *)t)->interactions = 0;
         return VP_ERR_NOMEM;
     }
