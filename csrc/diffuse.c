@@ -381,8 +381,11 @@ static int diffuse_pass(vp_sim *s, double dt)
     double *w = v->vorticity->data, *d = v->density->data;
     double rho0 = s->params.ambient_density, dt_step = s->params.dt;
     double width = s->params.pse_width, cut = s->params.pse_cutoff;
-    /* scratch: spacing e_i (1), volume (1), temperature (1), nu_i (1) */
-    double *sc = vp_sim_scratch(s, 4 * n);
+    /* scratch: spacing e_i (1), volume (1), temperature (1), nu_i (1), then the sorted records
+     * and outputs (PSE_NF + PSE_NO; below).  Kept by the sim between steps: a fresh 120 MB
+     * block for 1e6 vortons came from mmap every step, and faulting its pages in took ~10%
+     * of the step and did not scale with threads. */
+    double *sc = vp_sim_scratch(s, (4 + PSE_NF + PSE_NO) * n);
     if (!sc) return VP_ERR_NOMEM;
     double *e = sc, *V = sc + n, *T = sc + 2 * n, *nui = sc + 3 * n;
     double emax = 0, lo0 = INFINITY, lo1 = INFINITY, lo2 = INFINITY, hi0 = -INFINITY, hi1 = -INFINITY, hi2 = -INFINITY;
@@ -464,9 +467,7 @@ static int diffuse_pass(vp_sim *s, double dt)
      * records, a few streams instead of one per field), and the accumulated outputs (dwx dwy
      * dwz dT, and the rate sum c of pse_guard) per vorton in sorted order */
     enum { NF = PSE_NF, NO = PSE_NO };
-    double *so = malloc((NF + NO) * n * sizeof(double));
-    if (!so) { free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
-    double *R = so, *O = so + NF * n;
+    double *R = sc + 4 * n, *O = R + NF * n;
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 20000)
     for (long qq = 0; qq < (long)n; qq++) {
         const size_t q = (size_t)qq, i = order[q];
@@ -595,7 +596,7 @@ static int diffuse_pass(vp_sim *s, double dt)
         free(bb); free(bf); free(xoff); free(idx); free(pk); free(flag);
     }
     if (nomem || pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut))) {
-        free(so); vp_bins_free(&bins); return VP_ERR_NOMEM;
+        vp_bins_free(&bins); return VP_ERR_NOMEM;
     }
     /* the exchange, back in the vortons' order (each vorton once: no two threads share one) */
     const double f = dt * norm;
@@ -605,7 +606,6 @@ static int diffuse_pass(vp_sim *s, double dt)
         if (viscous) { w[3 * i] += f * O[NO * q]; w[3 * i + 1] += f * O[NO * q + 1]; w[3 * i + 2] += f * O[NO * q + 2]; }
         if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + kappa * dt * norm * O[NO * q + 3]);
     }
-    free(so);
     vp_bins_free(&bins);
     return VP_OK;
 }

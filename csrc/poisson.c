@@ -491,14 +491,15 @@ static inline void strength_of(const double *w, const double *rad, size_t i, dou
  * the same as the serial order: first every vorton's cell, fractions and strength (a pass
  * over vortons), then each thread splats into the z planes it owns (an even share of them)
  * the parts of every vorton that fall there, in index order, so that each node's sum is
- * taken in the same order as the serial loop's, for any thread count. */
-static int splat_parallel(const vp_grid *g, double *field, size_t n, const double *x, const double *w,
-                          const double *rad, unsigned char *out, double *am, int threads)
+ * taken in the same order as the serial loop's, for any thread count.  ws: 8n doubles of the
+ * sim's scratch (kept between steps: 1e6 vortons' 48 MB of fractions and strengths came
+ * fresh from mmap every step, its page faults serialising the threads). */
+static void splat_parallel(const vp_grid *g, double *field, size_t n, const double *x, const double *w,
+                           const double *rad, unsigned char *out, double *am, double *ws, int threads)
 {
-    size_t *base = malloc(n * sizeof(size_t));
-    int *k0 = malloc(n * sizeof(int));
-    double *fa = malloc(6 * n * sizeof(double)); /* f (3) and a (3) per vorton */
-    if (!base || !k0 || !fa) { free(base); free(k0); free(fa); return VP_ERR_NOMEM; }
+    double *fa = ws;                     /* f (3) and a (3) per vorton */
+    size_t *base = (size_t *)(ws + 6 * n);
+    int *k0 = (int *)(ws + 7 * n);       /* 4 bytes each in 8 n bytes */
     const int nz = g->n[2];
 #pragma omp parallel num_threads(threads)
     {
@@ -522,8 +523,6 @@ static int splat_parallel(const vp_grid *g, double *field, size_t n, const doubl
             splat_planes(g, field, base[i], fa + 6 * i, fa + 6 * i + 3, c0, c1);
         }
     }
-    free(base); free(k0); free(fa);
-    return VP_OK;
 }
 
 /* Physics.md 2.2, `poisson`: grid velocity u = curl A, lap A = -w with free-space boundary
@@ -548,12 +547,12 @@ int vp_poisson_velocity_grid(vp_sim *s)
     size_t *out_idx = NULL, out_cap = 0;
     double wsum = 0.0, s2sum = 0.0;
     const int par = threads > 1 && n >= POISSON_SPLAT_PARALLEL_MIN;
-    unsigned char *outside = par ? malloc(n) : NULL;
-    double *am = par ? malloc(n * sizeof(double)) : NULL;
-    if (par && (!outside || !am || splat_parallel(g, vel, n, x, w, rad, outside, am, threads))) {
-        free(outside); free(am);
-        return VP_ERR_NOMEM;
-    }
+    /* the parallel splat's work (8n), |a| (n) and the outside flags (n bytes) in the scratch */
+    double *wk = par ? vp_sim_scratch(s, 9 * n + n / sizeof(double) + 1) : NULL;
+    if (par && !wk) return VP_ERR_NOMEM;
+    double *am = par ? wk + 8 * n : NULL;
+    unsigned char *outside = par ? (unsigned char *)(wk + 9 * n) : NULL;
+    if (par) splat_parallel(g, vel, n, x, w, rad, outside, am, wk, threads);
     /* the sums in blocks of POISSON_SUM_BLOCK vortons, added in block order: the same
      * rounding on both paths, and the parallel one sums its blocks in parallel (a serial
      * pass over 1e5 vortons, its sum spilled to the stack, was 0.3 ms a step) */
@@ -582,7 +581,7 @@ int vp_poisson_velocity_grid(vp_sim *s)
             }
         }
         free(bs); free(bo);
-        if (nomem) { free(outside); free(am); return VP_ERR_NOMEM; }
+        if (nomem) return VP_ERR_NOMEM;
     } else {
         for (size_t b = 0; b < nb; b++) {
             const size_t i0 = b * POISSON_SUM_BLOCK, i1 = i0 + POISSON_SUM_BLOCK < n ? i0 + POISSON_SUM_BLOCK : n;
@@ -609,7 +608,6 @@ int vp_poisson_velocity_grid(vp_sim *s)
             wsum += ws; s2sum += ss;
         }
     }
-    free(outside); free(am);
 
     int st = VP_OK;
     if (n_out < n) {

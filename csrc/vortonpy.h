@@ -222,7 +222,7 @@ typedef struct {
     float *cell_velocity;      /* (cells,3,8) float32 grid velocity at the 8 corners of each cell,
                                   gathered for tracer advection (one contiguous read per lookup) */
     size_t cell_allocated;     /* cells cell_velocity can hold */
-    double *scratch;           /* per-vorton scratch (n_allocated * 16) */
+    double *scratch;           /* per-vorton scratch of a phase (diffusion: 19 doubles a vorton), kept between steps */
     size_t scratch_allocated;
     vp_tree *tree;
     struct vp_poisson *poisson; /* poisson solver cache (poisson.c): FFT plans, work arrays and the
