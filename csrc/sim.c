@@ -171,10 +171,10 @@ static void bounds_runs(const double *restrict t, long r0, long r1, const double
 }
 
 /* Min and max per axis of n points' coordinates t (vortons' or tracers') inside the robust
- * limits (coordinates outside count as absent); nonzero if any coordinate is not finite.  The positions are
- * read as one flat array in runs of 12 doubles (4 tracers: the x, y, z pattern repeats), so
- * every lane sees one axis and the loop vectorises; min and max are exact, so the result
- * does not depend on the thread count. */
+ * limits (coordinates outside count as absent); nonzero if any coordinate is not finite.
+ * The positions are read as one flat array in runs of 12 doubles (4 points: the x, y, z
+ * pattern repeats), so every lane sees one axis and the loop vectorises; min and max are
+ * exact, so the result does not depend on the thread count. */
 static int point_bounds(const double *t, size_t n, int threads, const double lim_lo[3], const double lim_hi[3],
                         double lo[3], double hi[3])
 {
