@@ -109,6 +109,12 @@ int vp_sim_add_emitter(vp_sim *s, const vp_emitter *e)
     return VP_OK;
 }
 
+static size_t vp_gcd(size_t a, size_t b)
+{
+    while (b) { size_t t = a % b; a = b; b = t; }
+    return a;
+}
+
 /* The k-th smallest and the k2-th largest of buf[0..m) (0-based; k, k2 < 64) in one pass,
  * kept in two small sorted arrays: the robust limits need the 0.5% and 99.5% quantiles of a
  * 4096-point sample, i.e. k ~ 20, where this costs a few microseconds and a quickselect
@@ -136,9 +142,16 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
     double *buf = malloc(3 * m * sizeof(double));
     if (!buf) return; /* no limits: the plain bounding box */
     /* the sample, all three coordinates of a point at once: one cache miss per point (a pass
-     * per axis tripled them, and with the tracers out of cache that was most of the phase) */
-    for (size_t k = 0; k < m; k++) {
-        size_t i = (size_t)(((double)k + 0.5) * (double)n / (double)m);
+     * per axis tripled them, and with the tracers out of cache that was most of the phase).
+     * It is stored in a scrambled order, sample j at slot (j * step) mod m with step coprime
+     * to m near m / golden ratio: the particles come in emission order, so a plume's heights
+     * rose along the plain order and many samples were new maxima that select_tails had to
+     * insert; scrambled, new extremes are rare (select_tails: 0.83x of its time in hot_ball,
+     * the domain phase 1.06-1.08x).  The quantiles do not depend on the order. */
+    size_t step = (size_t)(0.6180339887 * (double)m) | 1;
+    while (vp_gcd(step, m) != 1) step += 2;
+    for (size_t j = 0, k = 0; j < m; j++, k = k + step >= m ? k + step - m : k + step) {
+        size_t i = (size_t)(((double)j + 0.5) * (double)n / (double)m);
         const double *p = i < nv ? s->vortons.position->data + 3 * i : s->tracers.position->data + 3 * (i - nv);
         buf[k] = p[0]; buf[m + k] = p[1]; buf[2 * m + k] = p[2];
     }
@@ -394,7 +407,7 @@ static int gather_cell_velocity(vp_sim *s)
     float *out = s->cell_velocity;
     int threads = s->params.threads;
     (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(static) if (nc > 4096)
+#pragma omp parallel for num_threads(threads) schedule(static) if (nc > 256)
     for (long k = 0; k < c2; k++)
         for (long j = 0; j < c1; j++)
             for (long i = 0; i < c0; i++) {
@@ -629,8 +642,10 @@ static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cell
     const vp_grid *g = &s->grid;
     double glo[3], ghi[3];
     for (int a = 0; a < 3; a++) { glo[a] = g->origin[a]; ghi[a] = g->origin[a] + g->h * (g->n[a] - 1); }
-    /* the outliers' indices: block b's at oidx[b * block ...], their count in ocnt[b] */
-    const long block = cells ? 2048 : 64, nb = ((long)n + block - 1) / block;
+    /* the outliers' indices: block b's at oidx[b * block ...], their count in ocnt[b].  Blocks
+     * of 512 tracers: hot_ball's 5e4 make 98, shared evenly by two threads (blocks of 2048
+     * gave one thread 13 and the other 12). */
+    const long block = cells ? 512 : 64, nb = ((long)n + block - 1) / block;
     size_t *oidx = (size_t *)vp_sim_scratch(s, n + (size_t)nb), *ocnt = oidx ? oidx + n : NULL;
     if (!oidx) return VP_ERR_NOMEM;
     if (cells) {
@@ -758,9 +773,10 @@ int vp_expire(vp_sim *s)
         if (!n) continue;
         double *age = kind ? s->tracers.age->data : s->vortons.age->data;
         double life = kind ? s->params.tracer_lifetime : s->params.vorton_lifetime;
-        /* in blocks over the threads (1e6 tracers' ages are 16 MB of traffic a step); the
-         * counts are integers, so the same for any thread count */
-        const long block = 1 << 16, nb = ((long)n + block - 1) / block;
+        /* in blocks over the threads (1e6 tracers' ages are 16 MB of traffic a step; hot_ball's
+         * 5e4 took 10 us on one thread while the other waited); the counts are integers, so
+         * the same for any thread count */
+        const long block = 1 << 13, nb = ((long)n + block - 1) / block;
         size_t overdue = 0, expired = 0;
         const double late = life * (1.0 + 1.0 / 32);
 #pragma omp parallel for num_threads(s->params.threads) schedule(static) reduction(+ : expired, overdue) if (nb > 1)
