@@ -27,6 +27,9 @@
 #include "internal.h"
 #include "kernel.h"
 #include "grid_inline.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* 2^x in float32 for -24 <= x <= 0, the PSE pair weight exp(-r^2/e^2) = 2^(-log2(e) r^2/e^2)
  * (cutoffs up to 4 e: x >= -23.1).  Cody and Waite's split: x = k + f with k the nearest
@@ -70,6 +73,9 @@ static inline float vp_exp2_negf(float x)
  * indices are packed into P, and each pair's exchange of (w_x, w_y, w_z, T) is one 4-double
  * vector (W4, O4: records of 4 per candidate), so it needs no gather across fields. */
 enum { PSE_PAD = 16 };            /* the candidate loop's widest vector, in floats (a power of 2) */
+/* diffuse_pass's per-vorton loops run in parallel above this many vortons (below, a
+ * parallel region costs more than it saves) */
+#define PSE_PARALLEL_MIN 2048
 enum { PSE_NF = 10, PSE_NO = 5 }; /* diffuse_pass's sorted records and outputs: doubles per vorton */
 
 /* The packing of the nonzero weights' indices (vp_pse_pairs) by AVX-512's compress: 16
@@ -247,35 +253,32 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
  * every c_i <= PSE_MAX_RATE.  Physically, diffusion across a distance far below the core
  * size is that fast anyway: the bunch relaxes toward its mean within the step instead of
  * overshooting.  PSE_MAX_RATE = 1, the convexity bound itself, so that only vortons that
- * could overshoot are touched (none in a lattice or an evenly spread cloud).  The bunched
- * vortons are visited serially in sorted order: the result stays independent of the thread
+ * could overshoot are touched (none in a lattice or an evenly spread cloud).  The
+ * corrections are added in sorted order: the result stays independent of the thread
  * count.  O: NO sums per vorton in sorted order (dwx dwy dwz dT c, without the factor
  * f = dt norm); R: the sorted records (x-lo y-lo z-lo e V wx wy wz T nu). */
 #define PSE_MAX_RATE 1.0
-static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, int NO, size_t n, double f,
-                     float cut2)
+typedef struct { size_t j; double mgw, mg; } guard_pair; /* a corrected pair: partner, (s - 1) g w, (s - 1) g */
+
+/* The corrected pairs of bunched vortons hq[k0 .. k1) (each pair once: see pse_guard), appended
+ * to *buf (growing it), their count per vorton in cnt[k]; nonzero if out of memory. */
+static int guard_pairs(const vp_bins *bins, const double *R, int NF, const double *c, const size_t *hq, size_t k0,
+                       size_t k1, float cut2, guard_pair **buf, size_t *len, size_t *cap, size_t *cnt)
 {
     const int *nc = bins->nc;
     const size_t *start = bins->start;
-    size_t nh = 0;
-    for (size_t q = 0; q < n; q++) nh += f * O[NO * q + 4] > PSE_MAX_RATE;
-    if (nh == 0) return VP_OK;
-    /* the rate sums before any correction (every scale uses the uncorrected c) */
-    double *c = malloc(n * sizeof(double));
-    if (!c) return VP_ERR_NOMEM;
-    for (size_t q = 0; q < n; q++) c[q] = f * O[NO * q + 4];
-    for (size_t q = 0; q < n; q++) {
-        if (c[q] <= PSE_MAX_RATE) continue;
+    for (size_t k = k0; k < k1; k++) {
+        const size_t q = hq[k], len0 = *len;
         const double *rq = R + (size_t)NF * q;
-        int k[3];
-        for (int a = 0; a < 3; a++) k[a] = vp_bins_cell(bins, a, rq[a]); /* rq: offsets from lo */
+        int kk[3];
+        for (int a = 0; a < 3; a++) kk[a] = vp_bins_cell(bins, a, rq[a]); /* rq: offsets from lo */
         const float xq = (float)rq[0], yq = (float)rq[1], zq = (float)rq[2], eq = (float)rq[3], nq = (float)rq[9];
-        for (int cz = k[2] - 2; cz <= k[2] + 2; cz++) {
+        for (int cz = kk[2] - 2; cz <= kk[2] + 2; cz++) {
             if (cz < 0 || cz >= nc[2]) continue;
-            for (int cy = k[1] - 2; cy <= k[1] + 2; cy++) {
+            for (int cy = kk[1] - 2; cy <= kk[1] + 2; cy++) {
                 if (cy < 0 || cy >= nc[1]) continue;
                 const size_t row = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
-                const int x0 = k[0] > 2 ? k[0] - 2 : 0, x1 = k[0] + 2 < nc[0] - 1 ? k[0] + 2 : nc[0] - 1;
+                const int x0 = kk[0] > 2 ? kk[0] - 2 : 0, x1 = kk[0] + 2 < nc[0] - 1 ? kk[0] + 2 : nc[0] - 1;
                 for (size_t j = start[row + x0]; j < start[row + x1 + 1]; j++) {
                     if (j == q || (c[j] > PSE_MAX_RATE && j < q)) continue; /* each pair once */
                     const double *rj = R + (size_t)NF * j;
@@ -287,20 +290,83 @@ static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, in
                     double g = vp_exp2_negf(xe) * (inv2 * inv2 * inv), gw = g * (0.5f * (nq + (float)rj[9]));
                     double sc = PSE_MAX_RATE / (c[q] > c[j] ? c[q] : c[j]);
                     if (sc >= 1.0) continue;
-                    double m = sc - 1.0, vq = rq[4], vj = rj[4];
-                    double *oq = O + (size_t)NO * q, *oj = O + (size_t)NO * j;
-                    for (int a = 0; a < 3; a++) {
-                        double d = rj[5 + a] - rq[5 + a];
-                        oq[a] += m * gw * vj * d; oj[a] -= m * gw * vq * d;
+                    if (*len == *cap) {
+                        size_t nc2 = *cap ? 2 * *cap : 256;
+                        guard_pair *nb = realloc(*buf, nc2 * sizeof(guard_pair));
+                        if (!nb) return 1;
+                        *buf = nb; *cap = nc2;
                     }
-                    double dT = rj[8] - rq[8];
-                    oq[3] += m * g * vj * dT; oj[3] -= m * g * vq * dT;
+                    const double m = sc - 1.0;
+                    (*buf)[(*len)++] = (guard_pair){j, m * gw, m * g};
                 }
             }
         }
+        cnt[k] = *len - len0;
     }
-    free(c);
-    return VP_OK;
+    return 0;
+}
+
+static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, int NO, size_t n, double f,
+                     float cut2, int threads)
+{
+    size_t nh = 0;
+    for (size_t q = 0; q < n; q++) nh += f * O[NO * q + 4] > PSE_MAX_RATE;
+    if (nh == 0) return VP_OK;
+    /* the rate sums before any correction (every scale uses the uncorrected c), the bunched
+     * vortons in sorted order, and their corrected pairs' count each */
+    double *c = malloc(n * sizeof(double));
+    size_t *hq = malloc(2 * nh * sizeof(size_t)), *cnt = hq ? hq + nh : NULL;
+    if (!c || !hq) { free(c); free(hq); return VP_ERR_NOMEM; }
+    for (size_t q = 0, k = 0; q < n; q++) {
+        c[q] = f * O[NO * q + 4];
+        if (c[q] > PSE_MAX_RATE) hq[k++] = q;
+    }
+    /* The pairs depend only on the uncorrected c and the records, so they are found in
+     * parallel (each thread a contiguous share of the bunched vortons, into its own list);
+     * the corrections are then added serially in sorted order, the order of a single thread:
+     * the result does not depend on the thread count.  (Found serially, they were most of
+     * hot_ball's diffusion time on one thread while the other waited.) */
+    enum { GUARD_MAX_THREADS = 64 };
+    int nt = threads < 1 ? 1 : (threads > GUARD_MAX_THREADS ? GUARD_MAX_THREADS : threads);
+    if (nh < 16) nt = 1;
+    guard_pair *bufs[GUARD_MAX_THREADS] = {0};
+    size_t shares[GUARD_MAX_THREADS + 1];
+    int fail = 0, used = 1;
+#pragma omp parallel num_threads(nt) reduction(| : fail) if (nt > 1)
+    {
+        int me = 0, nth = 1;
+#ifdef _OPENMP
+        me = omp_get_thread_num(); nth = omp_get_num_threads();
+#endif
+#pragma omp single
+        {
+            used = nth;
+            for (int t = 0; t <= nth; t++) shares[t] = nh * (size_t)t / (size_t)nth;
+        }
+        size_t len = 0, cap = 0;
+        fail |= guard_pairs(bins, R, NF, c, hq, shares[me], shares[me + 1], cut2, &bufs[me], &len, &cap, cnt);
+    }
+    if (!fail)
+        for (int t = 0; t < used; t++) {
+            const guard_pair *p = bufs[t];
+            for (size_t k = shares[t]; k < shares[t + 1]; k++) {
+                const size_t q = hq[k];
+                const double *rq = R + (size_t)NF * q;
+                for (size_t e = 0; e < cnt[k]; e++, p++) {
+                    const double *rj = R + (size_t)NF * p->j, vq = rq[4], vj = rj[4];
+                    double *oq = O + (size_t)NO * q, *oj = O + (size_t)NO * p->j;
+                    for (int a = 0; a < 3; a++) {
+                        double d = rj[5 + a] - rq[5 + a];
+                        oq[a] += p->mgw * vj * d; oj[a] -= p->mgw * vq * d;
+                    }
+                    double dT = rj[8] - rq[8];
+                    oq[3] += p->mg * vj * dT; oj[3] -= p->mg * vq * dT;
+                }
+            }
+        }
+    for (int t = 0; t < GUARD_MAX_THREADS; t++) free(bufs[t]);
+    free(c); free(hq);
+    return fail ? VP_ERR_NOMEM : VP_OK;
 }
 
 /* A batch's fields from the sorted records R (x-lo y-lo z-lo e V wx wy wz T nu) of its
@@ -396,7 +462,7 @@ static int diffuse_pass(vp_sim *s, double dt)
      * is taken once per run of equal radii (rl, Vl, el: each thread's last; most sets have a
      * single radius, and cbrt was most of this loop): the same values at any thread count. */
     double rl = NAN, Vl = 0, el = 0;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 20000) firstprivate(rl, Vl, el) \
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > PSE_PARALLEL_MIN) firstprivate(rl, Vl, el) \
     reduction(max : emax, hi0, hi1, hi2) reduction(min : lo0, lo1, lo2) reduction(| : any_heat)
     for (long ii = 0; ii < (long)n; ii++) {
         const size_t i = (size_t)ii;
@@ -467,7 +533,7 @@ static int diffuse_pass(vp_sim *s, double dt)
      * dwz dT, and the rate sum c of pse_guard) per vorton in sorted order */
     enum { NF = PSE_NF, NO = PSE_NO };
     double *R = sc + 4 * n, *O = R + NF * n;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 20000)
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > PSE_PARALLEL_MIN)
     for (long qq = 0; qq < (long)n; qq++) {
         const size_t q = (size_t)qq, i = order[q];
         double *rq = R + NF * q;
@@ -594,12 +660,12 @@ static int diffuse_pass(vp_sim *s, double dt)
         }
         free(bb); free(bf); free(xoff); free(idx); free(pk); free(flag);
     }
-    if (nomem || pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut))) {
+    if (nomem || pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut), threads)) {
         vp_bins_free(&bins); return VP_ERR_NOMEM;
     }
     /* the exchange, back in the vortons' order (each vorton once: no two threads share one) */
     const double f = dt * norm;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 20000)
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > PSE_PARALLEL_MIN)
     for (long qq = 0; qq < (long)n; qq++) {
         const size_t q = (size_t)qq, i = order[q];
         if (viscous) { w[3 * i] += f * O[NO * q]; w[3 * i + 1] += f * O[NO * q + 1]; w[3 * i + 2] += f * O[NO * q + 2]; }
