@@ -6,6 +6,7 @@
 #include <string.h>
 #include "internal.h"
 #include "kernel.h"
+#include "tracer_contact.h"
 
 /* Contact geometry of one vorton (part 4, physics.md 2.7): contact point P = c + R n, body
  * surface velocity there, and the placement one core radius from P along -b,
@@ -160,61 +161,22 @@ static double conduct(double kb, double dt, double Tb, double Ti, double Ci, dou
     return (Tb - Ti) * (-expm1(-kb * dt * inv)) / inv;
 }
 
-/* Tracers [k0, k1) inside body B are projected to its surface and take the surface's velocity
- * (inelastic).  Almost no tracer is inside in most scenes, so each block of 64 is first
- * tested in one vectorised pass (the inside test alone, branch-free).  A block with a tracer
- * inside gets every tracer's offset from the centre and squared distance in a second
- * vectorised pass (recomputed rather than kept from the first: packing straight from a
- * scalar loop over the block ran 0.91-0.94x); then the tracers inside are packed (their offsets and
- * indices), projected by a branch-free loop over the packed ones (the square root and the
- * divisions on whole vectors), and written back.  Many are inside: tracers gather on a hot
- * or moving ball, and a sixth of hot_ball's sit on its surface and are pushed back in every
- * step (about 11 in every block); a scalar loop over them, with its unpredictable branch,
- * was 5% of that scene's step. */
+/* Tracers [k0, k1) inside body B are projected to its surface (tracer_contact.h), in blocks
+ * of 64. */
 VP_CLONES
 static void collide_tracers_range(const vp_body *B, long k0, long k1, double *restrict tx, double *restrict tv)
 {
-    const double c0 = B->position[0], c1 = B->position[1], c2 = B->position[2], R = B->radius, R2 = R * R;
-    const double R2pre = R2 * (1.0 + 1e-12); /* the prefilter errs on the inside (rounding) */
-    const double w0 = B->angular_velocity[0], w1 = B->angular_velocity[1], w2 = B->angular_velocity[2];
-    const double v0 = B->velocity[0], v1 = B->velocity[1], v2 = B->velocity[2];
-    for (long b0 = k0; b0 < k1; b0 += 64) {
-        const int m = (int)(b0 + 64 < k1 ? 64 : k1 - b0);
-        int any = 0;
-        for (int j = 0; j < m; j++) {
-            const double *x = tx + 3 * (b0 + j);
-            const double r0 = x[0] - c0, r1 = x[1] - c1, r2 = x[2] - c2;
-            any |= !(r0 * r0 + r1 * r1 + r2 * r2 >= R2pre); /* NaN counts as inside, as in the exact test */
-        }
-        if (!any) continue;
-        double r0[64], r1[64], r2[64], rr[64];
-        for (int j = 0; j < m; j++) {
-            const double *x = tx + 3 * (b0 + j);
-            r0[j] = x[0] - c0; r1[j] = x[1] - c1; r2[j] = x[2] - c2;
-            rr[j] = r0[j] * r0[j] + r1[j] * r1[j] + r2[j] * r2[j];
-        }
-        double p0[64], p1[64], p2[64], pr[64], q[6][64];
-        int idx[64], np = 0;
-        for (int j = 0; j < m; j++)
-            if (!(rr[j] >= R2)) { p0[np] = r0[j]; p1[np] = r1[j]; p2[np] = r2[j]; pr[np] = rr[j]; idx[np++] = j; }
-        for (int t = 0; t < np; t++) {
-            /* the outward normal (x for a tracer at the centre), the arm R n to the surface and
-             * the surface velocity there, v + Omega x arm */
-            const double dist = sqrt(pr[t]), d0 = p0[t] / dist, d1 = p1[t] / dist, d2 = p2[t] / dist;
-            const int pos = dist > 0;
-            const double a0 = R * (pos ? d0 : 1.0), a1 = R * (pos ? d1 : 0.0), a2 = R * (pos ? d2 : 0.0);
-            q[0][t] = c0 + a0; q[1][t] = c1 + a1; q[2][t] = c2 + a2;
-            q[3][t] = v0 + (w1 * a2 - w2 * a1); q[4][t] = v1 + (w2 * a0 - w0 * a2); q[5][t] = v2 + (w0 * a1 - w1 * a0);
-        }
-        for (int t = 0; t < np; t++) {
-            double *x = tx + 3 * (b0 + idx[t]), *v = tv + 3 * (b0 + idx[t]);
-            x[0] = q[0][t]; x[1] = q[1][t]; x[2] = q[2][t];
-            v[0] = q[3][t]; v[1] = q[4][t]; v[2] = q[5][t];
-        }
-    }
+    for (long b0 = k0; b0 < k1; b0 += 64)
+        vp_project_tracers_block(B, b0, (int)(b0 + 64 < k1 ? 64 : k1 - b0), tx, tv);
 }
 
-int vp_sim_collide(vp_sim *s)
+int vp_sim_collide(vp_sim *s) { return vp_collide(s, 1); }
+
+/* Phase 7 (physics.md 2.7) for every body in order: the vortons that touch it are reassigned
+ * (no-slip, no-through), the momentum they carried is handed to the body, heat is conducted,
+ * and, with `tracers`, the tracers inside are projected to its surface (a step does that in
+ * the tracer advection instead, vp_advect_tracers). */
+int vp_collide(vp_sim *s, int tracers)
 {
     vp_vortons *v = &s->vortons;
     vp_tracers *tr = &s->tracers;
@@ -332,7 +294,7 @@ int vp_sim_collide(vp_sim *s)
         B->heat_received -= heat;
         /* tracers inside are projected to the surface and take its velocity (inelastic) */
         double *tx = tr->position ? tr->position->data : NULL, *tv = tr->position ? tr->velocity->data : NULL;
-        const long nt = (long)tr->n, tblock = 4096, ntb = (nt + tblock - 1) / tblock;
+        const long nt = tracers ? (long)tr->n : 0, tblock = 4096, ntb = (nt + tblock - 1) / tblock;
 #pragma omp parallel for num_threads(threads) schedule(static) if (nt > 8192)
         for (long tb = 0; tb < ntb; tb++)
             collide_tracers_range(&Bc, tb * tblock, vp_block_end(tb, tblock, nt), tx, tv);

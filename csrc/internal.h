@@ -32,7 +32,8 @@ int vp_splat_density(vp_sim *s);                 /* 2.4 density grid */
 int vp_diffuse(vp_sim *s);                       /* 2.5 */
 int vp_advect_vortons(vp_sim *s);                /* 2.6 */
 int vp_auto_solver(size_t n, size_t nodes);      /* 2.2: the solver 'auto' picks */
-int vp_advect_tracers(vp_sim *s);                /* 2.6 */
+int vp_advect_tracers(vp_sim *s, int *projected); /* 2.6 (and 2.7's tracer contact) */
+int vp_collide(vp_sim *s, int tracers);          /* 2.7; tracers: also project the tracers */
 void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]); /* 2.1 */
 void vp_bodies_buoyancy(vp_sim *s);              /* 2.8 */
 int vp_emit(vp_sim *s);                          /* 2.10 */

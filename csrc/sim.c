@@ -3,6 +3,7 @@
 #include <string.h>
 #include <math.h>
 #include "internal.h"
+#include "tracer_contact.h"
 #include "grid_inline.h"
 #include "kernel.h"
 #ifdef _OPENMP
@@ -505,7 +506,7 @@ static inline vp_v4f cell_lerp(const float *cells, int ci, float f0, float f1, f
 VP_CLONES
 static size_t advect_cells_range(const cell_geom *G, const double glo[3], const double ghi[3], double dt, int order,
                                  long i0, long i1, double *restrict x, double *restrict vel, double *restrict dens,
-                                 size_t *restrict outliers)
+                                 size_t *restrict outliers, const vp_body *bodies, int nbod)
 {
     size_t n_out = 0;
     double px[VP_TB], py[VP_TB], pz[VP_TB], ux[VP_TB], uy[VP_TB], uz[VP_TB];
@@ -565,6 +566,11 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
             xw[3 * j] = px[j] + dj * ux[j]; xw[3 * j + 1] = py[j] + dj * uy[j]; xw[3 * j + 2] = pz[j] + dj * uz[j];
             vw[3 * j] = ux[j]; vw[3 * j + 1] = uy[j]; vw[3 * j + 2] = uz[j];
         }
+        /* the tracers that entered a body go to its surface now, while the block is in cache
+         * (one pass over the tracers instead of two: hot_ball's contact phase spent half its
+         * time re-reading them).  A block with outliers waits for them to be moved (advect). */
+        if (!out)
+            for (int k = 0; k < nbod; k++) vp_project_tracers_block(&bodies[k], b0, m, x, vel);
     }
     return n_out;
 }
@@ -629,12 +635,19 @@ static size_t advect_nodes_range(const vp_grid *g, const double *restrict gv, co
     return c;
 }
 
+/* Tracers [b0, b0 + m) (m <= 64) inside body B to its surface (tracer_contact.h). */
+VP_CLONES
+static void project_block(const vp_body *B, long b0, int m, double *restrict tx, double *restrict tv)
+{
+    vp_project_tracers_block(B, b0, m, tx, tv);
+}
+
 /* Phase 6 (physics.md 2.6): advection through the grid velocity.  Order 2 is Heun's
  * method in the frozen field of this step (u at x and at the Euler predictor, averaged);
  * order 1 is the seeds' explicit Euler.  The velocity used is cached on the particle.
  * With cells (tracers, many per node) the lookups use the gathered float32 cells and also
  * sample the density deviation into dens; without, the double grid (vortons). */
-static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cells, double *dens)
+static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cells, double *dens, int project)
 {
     double dt = s->params.dt;
     int order = s->params.advect_order, threads = s->params.threads;
@@ -658,7 +671,8 @@ static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cell
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 4096)
         for (long b = 0; b < nb; b++) {
             long i1 = vp_block_end(b, block, (long)n);
-            ocnt[b] = advect_cells_range(&G, glo, ghi, dt, order, b * block, i1, x, vel, dens, oidx + b * block);
+            ocnt[b] = advect_cells_range(&G, glo, ghi, dt, order, b * block, i1, x, vel, dens, oidx + b * block,
+                                         s->bodies, project ? (int)s->n_bodies : 0);
         }
     } else {
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -671,19 +685,34 @@ static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cell
     for (long b = 0; b < nb; b++)
         for (size_t q = 0; q < ocnt[b]; q++) oidx[n_out++] = oidx[b * block + (long)q];
     if (!n_out) return VP_OK;
-    return advect_outliers(s, x, vel, oidx, n_out);
+    int st = advect_outliers(s, x, vel, oidx, n_out);
+    if (st || !project || !cells) return st;
+    /* the blocks of 64 (advect_cells_range's) that held outliers, now that they have moved:
+     * each tracer is projected once per body, bodies in order, as in vp_sim_collide */
+    for (size_t q = 0, last = SIZE_MAX; q < n_out; q++) {
+        const size_t b0 = oidx[q] / 64 * 64;
+        if (b0 == last) continue;
+        last = b0;
+        const int m = (int)(n - b0 < 64 ? n - b0 : 64);
+        for (size_t k = 0; k < s->n_bodies; k++) project_block(&s->bodies[k], (long)b0, m, x, vel);
+    }
+    return VP_OK;
 }
 
 int vp_advect_vortons(vp_sim *s)
 {
     if (!s->vortons.n) return VP_OK;
-    return advect(s, s->vortons.n, s->vortons.position->data, s->vortons.velocity->data, NULL, NULL);
+    return advect(s, s->vortons.n, s->vortons.position->data, s->vortons.velocity->data, NULL, NULL, 0);
 }
 
-/* Tracers also sample the density grid, so dye can be coloured by density or temperature. */
-int vp_advect_tracers(vp_sim *s)
+/* Tracers also sample the density grid, so dye can be coloured by density or temperature.
+ * *projected (if not NULL): set to 1 when the tracers that entered a body have also been
+ * projected to its surface (the cell path; vp_sim_collide's tracer pass then has nothing
+ * to do), 0 otherwise. */
+int vp_advect_tracers(vp_sim *s, int *projected)
 {
     vp_tracers *t = &s->tracers;
+    if (projected) *projected = 0;
     if (!t->n) return VP_OK;
     size_t nn = vp_grid_count(&s->grid);
     int any = 0, st;
@@ -691,9 +720,10 @@ int vp_advect_tracers(vp_sim *s)
     double *x = t->position->data, *d = t->density->data;
     if (t->n >= nn && nn < (size_t)1 << 30) { /* many tracers per node: gather the cells once, then one read per lookup (int cell index) */
         if ((st = gather_cell_velocity(s))) return st;
-        if ((st = advect(s, t->n, x, t->velocity->data, s->cell_velocity, any ? d : NULL))) return st;
+        if ((st = advect(s, t->n, x, t->velocity->data, s->cell_velocity, any ? d : NULL, projected != NULL))) return st;
+        if (projected) *projected = 1;
     } else {
-        if ((st = advect(s, t->n, x, t->velocity->data, NULL, NULL))) return st;
+        if ((st = advect(s, t->n, x, t->velocity->data, NULL, NULL, 0))) return st;
         if (any) {
             int threads = s->params.threads;
             (void)threads;
@@ -973,10 +1003,11 @@ static int step_once(vp_sim *s)
     t2 = vp_now_ms(); s->timings[VP_PHASE_DIFFUSE] = t2 - t; t = t2;
     if ((st = vp_advect_vortons(s))) return st;                           /* 6 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_VORTONS] = t2 - t; t = t2;
-    if ((st = vp_advect_tracers(s))) return st;
+    int projected;
+    if ((st = vp_advect_tracers(s, &projected))) return st;
     t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t; t = t2;
     if ((st = check_finite(s, VP_PHASE_ADVECT_VORTONS))) return st;
-    if ((st = vp_sim_collide(s))) return st;                             /* 7 */
+    if ((st = vp_collide(s, !projected))) return st;                     /* 7 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_CONTACT] = t2 - t; t = t2;
     vp_bodies_buoyancy(s);                                                /* 8 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_BUOYANCY] = t2 - t; t = t2;
