@@ -116,22 +116,20 @@ static size_t vp_gcd(size_t a, size_t b)
     return a;
 }
 
-/* The k-th smallest and the k2-th largest of buf[0..m) (0-based; k, k2 < 64) in one pass,
- * kept in two small sorted arrays: the robust limits need the 0.5% and 99.5% quantiles of a
- * 4096-point sample, i.e. k ~ 20, where this costs a few microseconds and a quickselect
- * (two partial sorts) cost thirty. */
-static void select_tails(const double *buf, size_t m, size_t k, size_t k2, double *kth, double *k2th)
+/* The k-th smallest (high = 0) or the k-th largest (high = 1) of buf[0..m) (0-based; k < 64)
+ * in one pass, kept in a small sorted array: the robust limits need the 0.5% and 99.5%
+ * quantiles of a 4096-point sample, i.e. k ~ 20, where this costs a few microseconds and a
+ * quickselect (two partial sorts) cost thirty. */
+static double select_tail(const double *buf, size_t m, size_t k, int high)
 {
-    double small[64], large[64];
-    for (size_t i = 0; i <= k; i++) small[i] = INFINITY;
-    for (size_t i = 0; i <= k2; i++) large[i] = -INFINITY;
+    double t[64];
+    const double sg = high ? -1.0 : 1.0; /* the largest of buf are the smallest of -buf */
+    for (size_t i = 0; i <= k; i++) t[i] = INFINITY;
     for (size_t i = 0; i < m; i++) {
-        double v = buf[i];
-        if (v < small[k]) { size_t j = k; while (j > 0 && small[j - 1] > v) { small[j] = small[j - 1]; j--; } small[j] = v; }
-        if (v > large[k2]) { size_t j = k2; while (j > 0 && large[j - 1] < v) { large[j] = large[j - 1]; j--; } large[j] = v; }
+        double v = sg * buf[i];
+        if (v < t[k]) { size_t j = k; while (j > 0 && t[j - 1] > v) { t[j] = t[j - 1]; j--; } t[j] = v; }
     }
-    *kth = small[k];
-    *k2th = large[k2];
+    return sg * t[k];
 }
 
 void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3])
@@ -146,20 +144,30 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
      * per axis tripled them, and with the tracers out of cache that was most of the phase).
      * It is stored in a scrambled order, sample j at slot (j * step) mod m with step coprime
      * to m near m / golden ratio: the particles come in emission order, so a plume's heights
-     * rose along the plain order and many samples were new maxima that select_tails had to
-     * insert; scrambled, new extremes are rare (select_tails: 0.83x of its time in hot_ball,
-     * the domain phase 1.06-1.08x).  The quantiles do not depend on the order. */
+     * rose along the plain order and many samples were new maxima that select_tail had to
+     * insert; scrambled, new extremes are rare (0.83x of its time in hot_ball, the domain
+     * phase 1.06-1.08x).  The quantiles do not depend on the order.  The sample and the six
+     * selections (3 axes, low and high) are shared by the threads: in hot_ball they were a
+     * serial 0.05 ms a step. */
     size_t step = (size_t)(0.6180339887 * (double)m) | 1;
     while (vp_gcd(step, m) != 1) step += 2;
-    for (size_t j = 0, k = 0; j < m; j++, k = k + step >= m ? k + step - m : k + step) {
-        size_t i = (size_t)(((double)j + 0.5) * (double)n / (double)m);
-        const double *p = i < nv ? s->vortons.position->data + 3 * i : s->tracers.position->data + 3 * (i - nv);
-        buf[k] = p[0]; buf[m + k] = p[1]; buf[2 * m + k] = p[2];
+    const size_t klo = (size_t)(0.005 * (m - 1)), khi = m - 1 - (size_t)(0.995 * (m - 1));
+    double q[6];
+    const int threads = s->params.threads;
+    (void)threads;
+#pragma omp parallel num_threads(threads) if (m >= 1024)
+    {
+#pragma omp for schedule(static)
+        for (long jj = 0; jj < (long)m; jj++) {
+            const size_t j = (size_t)jj, k = j * step % m, i = (size_t)(((double)j + 0.5) * (double)n / (double)m);
+            const double *p = i < nv ? s->vortons.position->data + 3 * i : s->tracers.position->data + 3 * (i - nv);
+            buf[k] = p[0]; buf[m + k] = p[1]; buf[2 * m + k] = p[2];
+        }
+#pragma omp for schedule(static)
+        for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
     }
     for (int a = 0; a < 3; a++) {
-        double lo, hi;
-        select_tails(buf + a * m, m, (size_t)(0.005 * (m - 1)), m - 1 - (size_t)(0.995 * (m - 1)), &lo, &hi);
-        double w = hi - lo;
+        double lo = q[2 * a], hi = q[2 * a + 1], w = hi - lo;
         if (w <= 0) continue;
         lim_lo[a] = lo - w;
         lim_hi[a] = hi + w;
