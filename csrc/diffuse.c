@@ -75,7 +75,7 @@ static inline float vp_exp2_negf(float x)
 enum { PSE_PAD = 16 };            /* the candidate loop's widest vector, in floats (a power of 2) */
 /* diffuse_pass's per-vorton loops run in parallel above this many vortons (below, a
  * parallel region costs more than it saves) */
-#define PSE_PARALLEL_MIN 2048
+#define PSE_PARALLEL_MIN 512
 enum { PSE_NF = 10, PSE_NO = 5 }; /* diffuse_pass's sorted records and outputs: doubles per vorton */
 
 /* The packing of the nonzero weights' indices (vp_pse_pairs) by AVX-512's compress: 16
