@@ -86,6 +86,7 @@ static void gram_row(size_t p, size_t len, const double *restrict G, double *res
  * squares sense (normal equations with a light ridge, Cholesky), in chunks of at most
  * VP_CONTACT_CHUNK contacts.  With one contact, k = 1: the single-vorton inverse exactly. */
 #define VP_CONTACT_CHUNK 512
+#define VP_CONTACT_BLOCK 256 /* vortons per block of vp_collide's contact scans */
 static int solve_contacts(const contact *c, size_t nc, double *a_out, int threads)
 {
     (void)threads;
@@ -193,46 +194,73 @@ int vp_collide(vp_sim *s, int tracers)
         vp_body *B = &s->bodies[b];
         double *xo = sc, *wo = sc + 3 * v->n, *hit = sc + 6 * v->n, *Q = sc + 7 * v->n;
         const vp_body Bc = *B;
-        size_t nc = 0;
-        for (size_t i = 0; i < v->n; i++) {
-            double r[3] = {x[3 * i] - Bc.position[0], x[3 * i + 1] - Bc.position[1], x[3 * i + 2] - Bc.position[2]};
-            double reach = Bc.radius + rad[i];
-            hit[i] = 0; Q[i] = 0;
-            if (vp_dot3(r, r) < reach * reach) { hit[i] = 1; nc++; }
+        /* One parallel region for the contact scan, the contacts' lists and their ambient
+         * velocities (in hot_ball, with ~1e3 vortons, the scans were most of the phase's serial
+         * time, and a region each cost more than they saved).  The scans go in blocks of
+         * VP_CONTACT_BLOCK vortons, bh[b] counting block b's contacts, then the index of its
+         * first one; the lists are in index order, as a serial scan writes them. */
+        const long nv = (long)v->n, nvb = (nv + VP_CONTACT_BLOCK - 1) / VP_CONTACT_BLOCK;
+        size_t *bh = malloc(((size_t)nvb + 1) * sizeof(size_t)), nc = 0;
+        contact *cs = malloc((v->n + 1) * sizeof(contact));
+        double *F = malloc((7 * v->n + 1) * sizeof(double));
+        if (!bh || !cs || !F) { free(bh); free(cs); free(F); return VP_ERR_NOMEM; }
+        size_t nf = 0;
+#pragma omp parallel num_threads(threads) if (nvb > 1)
+        {
+#pragma omp for schedule(static)
+            for (long vb = 0; vb < nvb; vb++) {
+                size_t h = 0;
+                for (long ii = vb * VP_CONTACT_BLOCK; ii < vp_block_end(vb, VP_CONTACT_BLOCK, nv); ii++) {
+                    const size_t i = (size_t)ii;
+                    double r[3] = {x[3 * i] - Bc.position[0], x[3 * i + 1] - Bc.position[1], x[3 * i + 2] - Bc.position[2]};
+                    double reach = Bc.radius + rad[i];
+                    hit[i] = 0; Q[i] = 0;
+                    if (vp_dot3(r, r) < reach * reach) { hit[i] = 1; h++; }
+                }
+                bh[vb] = h;
+            }
+#pragma omp single
+            {
+                for (long vb = 0; vb < nvb; vb++) { size_t h = bh[vb]; bh[vb] = nc; nc += h; }
+                nf = v->n - nc;
+            }
+            /* the contacts' indices, and the vortons not in contact as double SoA (x, y, z, a,
+             * s^2) for a vectorised sum */
+            if (nc) {
+#pragma omp for schedule(static)
+                for (long vb = 0; vb < nvb; vb++) {
+                    size_t k = bh[vb], m = (size_t)(vb * VP_CONTACT_BLOCK) - k;
+                    for (long ii = vb * VP_CONTACT_BLOCK; ii < vp_block_end(vb, VP_CONTACT_BLOCK, nv); ii++) {
+                        const size_t i = (size_t)ii;
+                        if (hit[i]) { cs[k++].i = i; continue; }
+                        double V = vp_volume(rad[i]);
+                        F[m] = x[3 * i]; F[nf + m] = x[3 * i + 1]; F[2 * nf + m] = x[3 * i + 2];
+                        F[3 * nf + m] = w[3 * i] * V; F[4 * nf + m] = w[3 * i + 1] * V; F[5 * nf + m] = w[3 * i + 2] * V;
+                        F[6 * nf + m] = rad[i] * rad[i];
+                        m++;
+                    }
+                }
+                /* ambient velocity at each contact point: the exact kernel sum over every
+                 * vorton not in contact (the same kernel the assignment inverts, so the two
+                 * agree; the grid's interpolated velocity smooths the near field and made
+                 * re-assignment overshoot from step to step) */
+#pragma omp for schedule(static)
+                for (long q = 0; q < (long)nc; q++) {
+                    size_t i = cs[q].i;
+                    double xi[3] = {x[3 * i], x[3 * i + 1], x[3 * i + 2]}, rr[3], P[3], ug[3] = {0, 0, 0};
+                    for (int a = 0; a < 3; a++) rr[a] = xi[a] - Bc.position[a];
+                    double dist = sqrt(vp_dot3(rr, rr));
+                    for (int a = 0; a < 3; a++) P[a] = Bc.position[a] + (dist > 0 ? Bc.radius * rr[a] / dist : (a == 0 ? Bc.radius : 0));
+                    vp_kernel_sum_soa(nf, F, P, ug);
+                    place_contact(&Bc, xi, rad[i], ug, &cs[q]);
+                }
+            }
         }
+        free(F); free(bh);
+        if (!nc) free(cs);
         if (nc) {
-            contact *cs = malloc(nc * sizeof(contact));
             double *anew = malloc(3 * nc * sizeof(double));
-            if (!cs || !anew) { free(cs); free(anew); return VP_ERR_NOMEM; }
-            size_t k = 0;
-            for (size_t i = 0; i < v->n; i++) if (hit[i]) cs[k++].i = i;
-            /* ambient velocity at each contact point: the exact kernel sum over every vorton
-             * not in contact (the same kernel the assignment inverts, so the two agree; the
-             * grid's interpolated velocity smooths the near field and made re-assignment
-             * overshoot from step to step) */
-            /* the vortons not in contact as double SoA (x, y, z, a, s^2), for a vectorised sum */
-            size_t nf = v->n - nc;
-            double *F = malloc((7 * nf + 1) * sizeof(double));
-            if (!F) { free(cs); free(anew); return VP_ERR_NOMEM; }
-            for (size_t i = 0, m = 0; i < v->n; i++) {
-                if (hit[i]) continue;
-                double V = vp_volume(rad[i]);
-                F[m] = x[3 * i]; F[nf + m] = x[3 * i + 1]; F[2 * nf + m] = x[3 * i + 2];
-                F[3 * nf + m] = w[3 * i] * V; F[4 * nf + m] = w[3 * i + 1] * V; F[5 * nf + m] = w[3 * i + 2] * V;
-                F[6 * nf + m] = rad[i] * rad[i];
-                m++;
-            }
-#pragma omp parallel for num_threads(threads) schedule(static)
-            for (long q = 0; q < (long)nc; q++) {
-                size_t i = cs[q].i;
-                double xi[3] = {x[3 * i], x[3 * i + 1], x[3 * i + 2]}, rr[3], P[3], ug[3] = {0, 0, 0};
-                for (int a = 0; a < 3; a++) rr[a] = xi[a] - Bc.position[a];
-                double dist = sqrt(vp_dot3(rr, rr));
-                for (int a = 0; a < 3; a++) P[a] = Bc.position[a] + (dist > 0 ? Bc.radius * rr[a] / dist : (a == 0 ? Bc.radius : 0));
-                vp_kernel_sum_soa(nf, F, P, ug);
-                place_contact(&Bc, xi, rad[i], ug, &cs[q]);
-            }
-            free(F);
+            if (!anew) { free(cs); return VP_ERR_NOMEM; }
             for (size_t c0 = 0; c0 < nc; c0 += VP_CONTACT_CHUNK) {
                 size_t cn = nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK;
                 if (solve_contacts(cs + c0, cn, anew + 3 * c0, threads)) { free(cs); free(anew); return VP_ERR_NOMEM; }
