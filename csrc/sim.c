@@ -832,6 +832,11 @@ int vp_expire(vp_sim *s)
          * particles have expired or one is 1/32 of a lifetime overdue, whichever is first;
          * with steady emitters a particle outlives its lifetime by at most ~3%. */
         if (!expired || (!overdue && expired * 32 < n)) continue;
+        /* the expired are usually the first ones (the oldest, emitted first): then they are
+         * dropped from the front, moving nothing (vp_sim_drop_front) */
+        size_t pre = 0;
+        while (pre < expired && age[pre] > life) pre++;
+        if (pre == expired) { st = vp_sim_drop_front(s, kind, expired); continue; }
         unsigned char *keep = malloc(n);
         if (!keep) return VP_ERR_NOMEM;
         for (size_t i = 0; i < n; i++) keep[i] = !(age[i] > life);

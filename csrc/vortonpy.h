@@ -255,6 +255,8 @@ int vp_sim_compact_vortons(vp_sim *s, const unsigned char *keep);
 /* Redistribute the vortons onto a regular lattice with the M4' kernel (remesh.c). */
 int vp_sim_remesh(vp_sim *s);
 int vp_sim_compact_tracers(vp_sim *s, const unsigned char *keep);
+/* Remove the first k particles (kind 0: vortons, 1: tracers), as a compaction would. */
+int vp_sim_drop_front(vp_sim *s, int kind, size_t k);
 /* Build the domain grid and velocity field from the current vortons (phases 1-2). */
 int vp_sim_update_velocity_grid(vp_sim *s);
 /* Velocity at arbitrary points, by the sim's solver evaluated directly (not the grid). */

@@ -419,3 +419,37 @@ def test_absurd_emitter_rate_in_subprocess_does_not_crash():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
                        cwd=tempfile.gettempdir())  # not the checkout: `-c` puts the cwd first on sys.path
     assert r.returncode == 0 and r.stdout.strip() == "OK", (r.returncode, r.stdout, r.stderr)
+
+
+def test_expiry_from_the_front_matches_the_copying_removal():
+    """Expired tracers are the oldest, which emitters put first, so their removal is a prefix:
+    the rows left are moved down in place, on the threads (each a share of the rows, after
+    setting aside the rows its share reads from the next one).  A held view sends the removal
+    through the general compaction instead, which copies into a fresh block and leaves the
+    view's rows in place.  Both must leave the same tracers in the same order, at 1 and 2
+    threads; 2e4 tracers, 2000 expiring a step, so the two-thread move runs."""
+    def run(threads, hold):
+        sim = vp.Sim(threads=threads, tracer_lifetime=0.2, dt=0.02, gravity=(0, 0, 0))
+        sim.add_vortons([[0, 0, 0], [0.1, 0, 0]], [[0, 0, 1], [0, 1, 0]], 0.1)
+        sim.add_emitter((0, 0, 0), (0.2, 0.2, 0.2), tracer_rate=1e5)
+        counts, dropped = [], 0
+        for _ in range(30):
+            held = sim.tracers.position if hold else None
+            sim.step()
+            if hold and len(held):  # the held rows are the survivors' (live until the removal), unshifted
+                new = sim.tracers.position
+                k = int(np.flatnonzero((held == new[0]).all(1))[0])
+                assert np.array_equal(held[k:], new[:len(held) - k])
+                dropped += k > 0
+            counts.append(len(sim.tracers))
+        assert dropped > 10 or not hold
+        return sim, counts
+
+    ref, cref = run(1, True)
+    assert cref[-1] < 30 * 2000 and cref[-1] > 15000  # tracers did expire, and many are left
+    for threads in (1, 2):
+        sim, c = run(threads, False)
+        assert c == cref
+        for f in ("position", "velocity", "density", "age"):
+            assert np.array_equal(getattr(sim.tracers, f), getattr(ref.tracers, f)), (threads, f)
+    assert (ref.tracers.age <= 0.2 * (1 + 1 / 32) + 1e-12).all()
