@@ -81,7 +81,8 @@ def run(a) -> None:
                 phases["wall"] = (time.perf_counter() - t0) * 1e3
                 rec[name].append(phases)
         for name, sim in sims.items():
-            finals[name] = (np.array(sim.vortons.position).copy(), np.array(sim.vortons.vorticity).copy())
+            finals[name] = (np.array(sim.vortons.position).copy(), np.array(sim.vortons.vorticity).copy(),
+                            np.array(sim.tracers.position).copy())
         del sims
     shutil.rmtree(tmp)
     keys = [k for k in rec[a.a][0] if np.mean([r[k] for r in rec[a.a]]) > 0.01]
@@ -95,11 +96,14 @@ def run(a) -> None:
         ratio = np.median(pairs) if pairs else float("nan")
         print(f"| {k} | {np.median(ra):.3f}, {ra.mean():.3f}, {ra.max():.3f} | {np.median(rb):.3f}, {rb.mean():.3f}, {rb.max():.3f} "
               f"| {ratio:.3f}; {ra.mean() / rb.mean() if rb.mean() > 0 else float('nan'):.3f} |")
-    pa, wa = finals[a.a]
-    pb, wb = finals[a.b]
+    pa, wa, ta = finals[a.a]
+    pb, wb, tb = finals[a.b]
     same = pa.shape == pb.shape and np.array_equal(pa, pb) and np.array_equal(wa, wb)
     diff = float(np.max(np.abs(pa - pb))) if pa.shape == pb.shape else float("nan")
     print(f"final state bitwise equal: {same} (max |dx| {diff:.3g})")
+    tsame = ta.shape == tb.shape and np.array_equal(ta, tb)
+    tdiff = float(np.max(np.abs(ta - tb), initial=0.0)) if ta.shape == tb.shape else float("nan")
+    print(f"final tracers bitwise equal: {tsame} (max |dx| {tdiff:.3g})")
 
 
 def main(argv=None) -> None:

@@ -833,7 +833,7 @@ int vp_expire(vp_sim *s)
          * with steady emitters a particle outlives its lifetime by at most ~3%. */
         if (!expired || (!overdue && expired * 32 < n)) continue;
         /* the expired are usually the first ones (the oldest, emitted first): then they are
-         * dropped from the front, moving nothing (vp_sim_drop_front) */
+         * dropped from the front, the rest moved down on the threads (vp_sim_drop_front) */
         size_t pre = 0;
         while (pre < expired && age[pre] > life) pre++;
         if (pre == expired) { st = vp_sim_drop_front(s, kind, expired); continue; }

@@ -50,9 +50,9 @@ static inline __attribute__((always_inline)) void vp_project_tracers_block(const
         /* the outward normal (x for a tracer at the centre), the arm R n to the surface and
          * the surface velocity there, v + Omega x arm */
         const int j = idx[t];
-        const double dist = sqrt(rr[j]), d0 = r0[j] / dist, d1 = r1[j] / dist, d2 = r2[j] / dist;
+        const double dist = sqrt(rr[j]), f = R / dist; /* one division, not three */
         const int pos = dist > 0;
-        const double a0 = R * (pos ? d0 : 1.0), a1 = R * (pos ? d1 : 0.0), a2 = R * (pos ? d2 : 0.0);
+        const double a0 = pos ? f * r0[j] : R, a1 = pos ? f * r1[j] : 0.0, a2 = pos ? f * r2[j] : 0.0;
         q[0][t] = c0 + a0; q[1][t] = c1 + a1; q[2][t] = c2 + a2;
         q[3][t] = v0 + (w1 * a2 - w2 * a1); q[4][t] = v1 + (w2 * a0 - w0 * a2); q[5][t] = v2 + (w0 * a1 - w1 * a0);
     }
