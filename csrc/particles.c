@@ -173,36 +173,47 @@ int vp_sim_compact_tracers(vp_sim *s, const unsigned char *keep)
 /* Rows [k, n) of nf fields (f[j]: w[j] doubles a row) moved down to [0, n - k), in order, by
  * the threads: each moves a contiguous share of the destination rows.  A share's source
  * reaches up to k rows into the next shares' destinations, so each thread first copies
- * those rows of its source aside, and after a barrier moves the rest and then the copy.
- * The result is memmove's, for any thread count. */
+ * those rows of its source aside (at most min(k, its share) rows), and after a barrier moves
+ * the rest and then the copy.  The result is memmove's, for any thread count; if a thread
+ * cannot get its buffer, nobody moves anything in parallel and one thread does it all. */
 #define VP_SHIFT_PARALLEL_MIN ((size_t)1 << 16) /* doubles moved, below which one thread moves them */
 static void shift_rows(double *const *f, const int *w, int nf, size_t n, size_t k, int threads)
 {
     const size_t m = n - k;
     size_t ws = 0;
     for (int j = 0; j < nf; j++) ws += (size_t)w[j];
-    double *save = threads > 1 && m * ws >= VP_SHIFT_PARALLEL_MIN ? malloc((size_t)threads * k * ws * sizeof(double)) : NULL;
-    if (!save) {
-        for (int j = 0; j < nf; j++) memmove(f[j], f[j] + k * (size_t)w[j], m * (size_t)w[j] * sizeof(double));
-        return;
-    }
+    int fail = !(threads > 1 && m * ws >= VP_SHIFT_PARALLEL_MIN);
+    if (!fail) {
 #pragma omp parallel num_threads(threads)
-    {
-        size_t t = 0, T = 1;
+        {
+            size_t t = 0, T = 1;
 #ifdef _OPENMP
-        t = (size_t)omp_get_thread_num(); T = (size_t)omp_get_num_threads();
+            t = (size_t)omp_get_thread_num(); T = (size_t)omp_get_num_threads();
 #endif
-        const size_t a = m * t / T, b = m * (t + 1) / T, s0 = b > a + k ? b : a + k; /* aside: rows [s0, b + k) */
-        double *mine = save + t * k * ws;
-        for (int j = 0, o = 0; j < nf; o += w[j++] * (int)k)
-            memcpy(mine + o, f[j] + s0 * (size_t)w[j], (b + k - s0) * (size_t)w[j] * sizeof(double));
+            const size_t a = m * t / T, b = m * (t + 1) / T, s0 = b > a + k ? b : a + k; /* aside: rows [s0, b + k) */
+            const size_t len = b + k - s0;
+            double *mine = len ? malloc(len * ws * sizeof(double)) : NULL;
+            if (len && !mine) {
+#pragma omp atomic write
+                fail = 1;
+            } else {
+                for (size_t j = 0, o = 0; j < (size_t)nf; o += (size_t)w[j++] * len)
+                    memcpy(mine + o, f[j] + s0 * (size_t)w[j], len * (size_t)w[j] * sizeof(double));
+            }
 #pragma omp barrier
-        for (int j = 0, o = 0; j < nf; o += w[j++] * (int)k) {
-            memmove(f[j] + a * (size_t)w[j], f[j] + (a + k) * (size_t)w[j], (s0 - k - a) * (size_t)w[j] * sizeof(double));
-            memcpy(f[j] + (s0 - k) * (size_t)w[j], mine + o, (b + k - s0) * (size_t)w[j] * sizeof(double));
+            int failed;
+#pragma omp atomic read
+            failed = fail;
+            if (!failed)
+                for (size_t j = 0, o = 0; j < (size_t)nf; o += (size_t)w[j++] * len) {
+                    memmove(f[j] + a * (size_t)w[j], f[j] + (a + k) * (size_t)w[j], (s0 - k - a) * (size_t)w[j] * sizeof(double));
+                    memcpy(f[j] + (s0 - k) * (size_t)w[j], mine + o, len * (size_t)w[j] * sizeof(double));
+                }
+            free(mine);
         }
     }
-    free(save);
+    if (fail)
+        for (int j = 0; j < nf; j++) memmove(f[j], f[j] + k * (size_t)w[j], m * (size_t)w[j] * sizeof(double));
 }
 
 /* Particles expire oldest first, and the oldest come first (emitters append), so the usual
