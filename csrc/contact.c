@@ -257,7 +257,6 @@ int vp_collide(vp_sim *s, int tracers)
             }
         }
         free(F); free(bh);
-        if (!nc) free(cs);
         if (nc) {
             double *anew = malloc(3 * nc * sizeof(double));
             if (!anew) { free(cs); return VP_ERR_NOMEM; }
@@ -293,8 +292,9 @@ int vp_collide(vp_sim *s, int tracers)
                     den[i] = vp_density_from_temperature(rho0, Ti + Q[i] / Ci);
                 }
             }
-            free(cs); free(anew);
+            free(anew);
         }
+        free(cs);
         /* Momentum hand-over, about the body centre c: the fluid's linear impulse
          * 1/2 sum (x-c) x a and angular impulse 1/3 sum (x-c) x ((x-c) x a) change only through
          * the vortons just reassigned; the body receives minus rho0 times each change.

@@ -3,8 +3,6 @@
 #define VP_INTERNAL_H
 #include "vortonpy.h"
 
-#define VP_V3(buf) ((buf)->data)
-
 /* Four doubles in one AVX register (GCC/clang vector extension; lowered to SSE pairs in the
  * baseline clones): PSE's pair records, the FFT lines' lane records. */
 typedef double vp_v4d __attribute__((vector_size(32)));
