@@ -167,18 +167,46 @@ inline void *aligned_alloc(size_t align, size_t size)
 inline void aligned_dealloc(void *ptr)
     { free(ptr); }
 #else // portable emulation
+// vortonpy patch: every exec() allocates a scratch array of its length and frees it on
+// return, so a 3D transform of many short lines spent ~7% of its time in malloc and free.
+// Each thread keeps its most recently freed block (one, the largest seen) and hands it out
+// again to a request it can hold.  The block's capacity is stored beside the original
+// pointer in the alignment gap (at least 16 bytes: malloc returns 16-byte aligned memory).
+struct vp_block_cache
+  {
+  void *p = nullptr; size_t cap = 0;
+  ~vp_block_cache() { free(p); }
+  };
+inline vp_block_cache &vp_cache()
+  { static thread_local vp_block_cache c; return c; }
 inline void *aligned_alloc(size_t align, size_t size)
   {
   align = std::max(align, alignof(max_align_t));
-  void *ptr = malloc(size+align);
-  if (!ptr) throw std::bad_alloc();
+  size_t need = size+align;
+  vp_block_cache &c = vp_cache();
+  void *ptr;
+  if (c.p && c.cap>=need)
+    { ptr = c.p; need = c.cap; c.p = nullptr; c.cap = 0; }
+  else
+    {
+    ptr = malloc(need);
+    if (!ptr) throw std::bad_alloc();
+    }
   void *res = reinterpret_cast<void *>
     ((reinterpret_cast<uintptr_t>(ptr) & ~(uintptr_t(align-1))) + uintptr_t(align));
   (reinterpret_cast<void**>(res))[-1] = ptr;
+  (reinterpret_cast<size_t*>(res))[-2] = need;
   return res;
   }
 inline void aligned_dealloc(void *ptr)
-  { if (ptr) free((reinterpret_cast<void**>(ptr))[-1]); }
+  {
+  if (!ptr) return;
+  void *raw = (reinterpret_cast<void**>(ptr))[-1];
+  size_t cap = (reinterpret_cast<size_t*>(ptr))[-2];
+  vp_block_cache &c = vp_cache();
+  if (cap>c.cap) { free(c.p); c.p = raw; c.cap = cap; }
+  else free(raw);
+  }
 #endif
 
 template<typename T> class arr
