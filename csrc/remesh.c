@@ -18,6 +18,9 @@
 #include <limits.h>
 #include "internal.h"
 #include "kernel.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* M4' interpolation kernel, support |x| < 2 (Monaghan 1985). */
 static inline double m4p(double x)
@@ -31,23 +34,28 @@ static inline double m4p(double x)
 /* The M4' scatter of remeshing: each inside vorton's 9 carried quantities (strength, density
  * mass, age, weight, velocity) onto its 4^3 nodes of the row-stored lattice (base: its first
  * node per axis, relative to the lattice origin o; roff, rx0: where each row's nodes start and
- * its first x node).  Serial, in vorton order: deterministic.  (Cloned for AVX2/AVX-512 it
- * was 1.15x faster, a few microseconds a frame, but contracted the sums into FMAs: other bits
- * than the baseline.) */
+ * its first x node), the part that falls in lattice planes z0 <= z < z1.  In vorton order, so
+ * every node's sums are taken in the same order whichever caller owns its plane: the threads
+ * of vp_sim_remesh each scatter into the planes they own, and the result is the serial one, for
+ * any thread count.  (Cloned for AVX2/AVX-512 it was 1.15x faster, a few microseconds a frame,
+ * but contracted the sums into FMAs: other bits than the baseline.) */
 static void remesh_scatter(size_t n, const unsigned char *inside, const long *base, const double *x, const double *w,
                            const double *r, const double *d, const double *age, const double *vel, double h,
-                           const long o[3], const long m[3], const size_t *roff, const long *rx0, double *acc)
+                           const long o[3], const long m[3], const size_t *roff, const long *rx0, long z0, long z1,
+                           double *acc)
 {
     for (size_t i = 0, t = 0; i < n; i++) {
         if (!inside[i]) continue;
         const long *b = base + 3 * t++;
+        if (b[2] + 3 < z0 || b[2] >= z1) continue;
+        const int kz0 = b[2] < z0 ? (int)(z0 - b[2]) : 0, kz1 = b[2] + 4 > z1 ? (int)(z1 - b[2]) : 4;
         double V = vp_volume(r[i]), q[4] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V, d[i] * V};
         double wt[3][4];
         for (int a = 0; a < 3; a++) {
             const double u = x[3 * i + a] / h;
             for (int k = 0; k < 4; k++) wt[a][k] = m4p(u - (double)(b[a] + o[a] + k));
         }
-        for (int kz = 0; kz < 4; kz++)
+        for (int kz = kz0; kz < kz1; kz++)
             for (int ky = 0; ky < 4; ky++) {
                 const size_t row = (size_t)(b[1] + ky) + (size_t)m[1] * (size_t)(b[2] + kz);
                 double *Arow = acc + 9 * (roff[row] + (size_t)(b[0] - rx0[row]));
@@ -61,6 +69,9 @@ static void remesh_scatter(size_t n, const unsigned char *inside, const long *ba
             }
     }
 }
+
+/* remesh_scatter's planes are shared by the threads from this many inside vortons */
+#define REMESH_PARALLEL_MIN 256
 
 int vp_sim_remesh(vp_sim *s)
 {
@@ -141,8 +152,22 @@ int vp_sim_remesh(vp_sim *s)
     /* per node: strength (3), density mass (1), age mass and weight (2), velocity mass (3) */
     acc = calloc(9 * (nn ? nn : 1), sizeof(double));
     if (!acc) { free(base); st = VP_ERR_NOMEM; goto done; }
-    /* serial scatter: deterministic and race-free (remeshing runs once every few frames) */
-    remesh_scatter(n, inside, base, x, w, r, d, age, vel, h, o, m, roff, rx0, acc);
+    /* the scatter, each thread into an even share of the lattice's z planes: deterministic,
+     * race-free, and the same bits as one thread (hot_ball remeshes ~1e3 vortons every 10
+     * frames; serial, it was a stall of the second thread) */
+    {
+        const int threads = s->params.threads;
+        (void)threads;
+#pragma omp parallel num_threads(threads) if (nin >= REMESH_PARALLEL_MIN)
+        {
+            int me = 0, nth = 1;
+#ifdef _OPENMP
+            me = omp_get_thread_num(); nth = omp_get_num_threads();
+#endif
+            remesh_scatter(n, inside, base, x, w, r, d, age, vel, h, o, m, roff, rx0, m[2] * me / nth,
+                           m[2] * (me + 1) / nth, acc);
+        }
+    }
     free(base);
     double amax = 0, dmax = 0;
     for (size_t id = 0; id < nn; id++) {
