@@ -76,6 +76,30 @@ static void gram_row(size_t p, size_t len, const double *restrict G, double *res
     }
 }
 
+/* The velocity at a contact point p (relative to the body's centre) induced by m vortons in
+ * float32 SoA (x y z relative to the centre, a, s^2): kernel.h's regularised kernel, summed in
+ * float32 on 16 lanes and added to u (double).  The double sum's sqrt and division on 8 lanes
+ * were most of the contact phase in hot_ball (~58 contacts against ~1e3 vortons a step).
+ * Coordinates relative to the body keep the differences to ~1e-7 of the body's size; each
+ * lane's partial sum carries ~1e-6 relative error, far below the kernel's own smoothing and
+ * the ridge of the shares' solve (1e-3 of the trace). */
+VP_CLONES
+static void ambient_sum(size_t m, const float *restrict F, float px, float py, float pz, double u[3])
+{
+    const float *X = F, *Y = F + m, *Z = F + 2 * m, *AX = F + 3 * m, *AY = F + 4 * m, *AZ = F + 5 * m, *S2 = F + 6 * m;
+    float u0 = 0, u1 = 0, u2 = 0;
+#pragma omp simd reduction(+ : u0, u1, u2)
+    for (size_t j = 0; j < m; j++) {
+        const float r0 = px - X[j], r1 = py - Y[j], r2 = pz - Z[j];
+        const float rr = r0 * r0 + r1 * r1 + r2 * r2, q = rr + S2[j];
+        const float g = (rr + 2.5f * S2[j]) / (q * q * sqrtf(q));
+        u0 += g * (AY[j] * r2 - AZ[j] * r1);
+        u1 += g * (AZ[j] * r0 - AX[j] * r2);
+        u2 += g * (AX[j] * r1 - AY[j] * r0);
+    }
+    u[0] += VP_INV4PI * (double)u0; u[1] += VP_INV4PI * (double)u1; u[2] += VP_INV4PI * (double)u2;
+}
+
 /* "Assign by velocity" for all vortons in contact at once.  Alone, vorton i would get the
  * strength a_i* whose induced velocity at its contact point P_i is exactly -u_rel_i (the exact
  * inverse of the kernel, kernel.h).  But each vorton's field also reaches its neighbours'
@@ -202,7 +226,7 @@ int vp_collide(vp_sim *s, int tracers)
         const long nv = (long)v->n, nvb = (nv + VP_CONTACT_BLOCK - 1) / VP_CONTACT_BLOCK;
         size_t *bh = malloc(((size_t)nvb + 1) * sizeof(size_t)), nc = 0;
         contact *cs = malloc((v->n + 1) * sizeof(contact));
-        double *F = malloc((7 * v->n + 1) * sizeof(double));
+        float *F = malloc((7 * v->n + 1) * sizeof(float));
         if (!bh || !cs || !F) { free(bh); free(cs); free(F); return VP_ERR_NOMEM; }
         size_t nf = 0;
 #pragma omp parallel num_threads(threads) if (nvb > 1)
@@ -224,8 +248,8 @@ int vp_collide(vp_sim *s, int tracers)
                 for (long vb = 0; vb < nvb; vb++) { size_t h = bh[vb]; bh[vb] = nc; nc += h; }
                 nf = v->n - nc;
             }
-            /* the contacts' indices, and the vortons not in contact as double SoA (x, y, z, a,
-             * s^2) for a vectorised sum */
+            /* the contacts' indices, and the vortons not in contact as float32 SoA (x, y, z
+             * relative to the body's centre, a, s^2) for a vectorised sum (ambient_sum) */
             if (nc) {
 #pragma omp for schedule(static)
                 for (long vb = 0; vb < nvb; vb++) {
@@ -234,16 +258,17 @@ int vp_collide(vp_sim *s, int tracers)
                         const size_t i = (size_t)ii;
                         if (hit[i]) { cs[k++].i = i; continue; }
                         double V = vp_volume(rad[i]);
-                        F[m] = x[3 * i]; F[nf + m] = x[3 * i + 1]; F[2 * nf + m] = x[3 * i + 2];
-                        F[3 * nf + m] = w[3 * i] * V; F[4 * nf + m] = w[3 * i + 1] * V; F[5 * nf + m] = w[3 * i + 2] * V;
-                        F[6 * nf + m] = rad[i] * rad[i];
+                        F[m] = (float)(x[3 * i] - Bc.position[0]); F[nf + m] = (float)(x[3 * i + 1] - Bc.position[1]);
+                        F[2 * nf + m] = (float)(x[3 * i + 2] - Bc.position[2]);
+                        F[3 * nf + m] = (float)(w[3 * i] * V); F[4 * nf + m] = (float)(w[3 * i + 1] * V);
+                        F[5 * nf + m] = (float)(w[3 * i + 2] * V); F[6 * nf + m] = (float)(rad[i] * rad[i]);
                         m++;
                     }
                 }
-                /* ambient velocity at each contact point: the exact kernel sum over every
-                 * vorton not in contact (the same kernel the assignment inverts, so the two
-                 * agree; the grid's interpolated velocity smooths the near field and made
-                 * re-assignment overshoot from step to step) */
+                /* ambient velocity at each contact point: the kernel summed over every vorton
+                 * not in contact (the same kernel the assignment inverts, so the two agree;
+                 * the grid's interpolated velocity smooths the near field and made
+                 * re-assignment overshoot from step to step), in float32 (ambient_sum) */
 #pragma omp for schedule(static)
                 for (long q = 0; q < (long)nc; q++) {
                     size_t i = cs[q].i;
@@ -251,7 +276,8 @@ int vp_collide(vp_sim *s, int tracers)
                     for (int a = 0; a < 3; a++) rr[a] = xi[a] - Bc.position[a];
                     double dist = sqrt(vp_dot3(rr, rr));
                     for (int a = 0; a < 3; a++) P[a] = Bc.position[a] + (dist > 0 ? Bc.radius * rr[a] / dist : (a == 0 ? Bc.radius : 0));
-                    vp_kernel_sum_soa(nf, F, P, ug);
+                    ambient_sum(nf, F, (float)(P[0] - Bc.position[0]), (float)(P[1] - Bc.position[1]),
+                                (float)(P[2] - Bc.position[2]), ug);
                     place_contact(&Bc, xi, rad[i], ug, &cs[q]);
                 }
             }
