@@ -527,7 +527,8 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
 {
     size_t n_out = 0;
     double px[VP_TB], py[VP_TB], pz[VP_TB], ux[VP_TB], uy[VP_TB], uz[VP_TB];
-    float fx[VP_TB], fy[VP_TB], fz[VP_TB], v0x[VP_TB], v0y[VP_TB], v0z[VP_TB], v1x[VP_TB], v1y[VP_TB], v1z[VP_TB], dd[VP_TB];
+    float fx[VP_TB], fy[VP_TB], fz[VP_TB];
+    vp_v4f u4[VP_TB]; /* a lookup's [u v w density] as one 16-byte store (three or four scalar extracts were) */
     int ci[VP_TB], in[VP_TB];
     const double lo0 = glo[0], lo1 = glo[1], lo2 = glo[2], hi0 = ghi[0], hi1 = ghi[1], hi2 = ghi[2];
     for (long b0 = i0; b0 < i1; b0 += VP_TB) {
@@ -549,29 +550,23 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
                 if (!in[j]) outliers[n_out++] = (size_t)(b0 + j);
         cell_locate(G, m, px, py, pz, ci, fx, fy, fz);
         if (G->prefetch) prefetch_cells(G->cells, ci, m);
-        for (int j = 0; j < m; j++) {
-            vp_v4f u = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
-            v0x[j] = u[0]; v0y[j] = u[1]; v0z[j] = u[2];
-        }
-        for (int j = 0; j < m; j++) { ux[j] = v0x[j]; uy[j] = v0y[j]; uz[j] = v0z[j]; }
+        for (int j = 0; j < m; j++) u4[j] = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
+        for (int j = 0; j < m; j++) { ux[j] = u4[j][0]; uy[j] = u4[j][1]; uz[j] = u4[j][2]; }
         if (order >= 2 || dens) {
             /* the predictor (Heun), or the new position (Euler, for the density only) */
             double qx[VP_TB], qy[VP_TB], qz[VP_TB];
             for (int j = 0; j < m; j++) { qx[j] = px[j] + dt * ux[j]; qy[j] = py[j] + dt * uy[j]; qz[j] = pz[j] + dt * uz[j]; }
             cell_locate(G, m, qx, qy, qz, ci, fx, fy, fz);
             if (G->prefetch) prefetch_cells(G->cells, ci, m);
-            for (int j = 0; j < m; j++) {
-                vp_v4f u = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
-                v1x[j] = u[0]; v1y[j] = u[1]; v1z[j] = u[2];
-                dd[j] = u[3]; /* density at the predictor, within dt^2 |du| of the new position */
-            }
+            /* u4[j][3]: the density at the predictor, within dt^2 |du| of the new position */
+            for (int j = 0; j < m; j++) u4[j] = cell_lerp(G->cells, ci[j], fx[j], fy[j], fz[j]);
             if (order >= 2)
                 for (int j = 0; j < m; j++) {
-                    ux[j] = 0.5 * (ux[j] + (double)v1x[j]); uy[j] = 0.5 * (uy[j] + (double)v1y[j]);
-                    uz[j] = 0.5 * (uz[j] + (double)v1z[j]);
+                    ux[j] = 0.5 * (ux[j] + (double)u4[j][0]); uy[j] = 0.5 * (uy[j] + (double)u4[j][1]);
+                    uz[j] = 0.5 * (uz[j] + (double)u4[j][2]);
                 }
             if (dens)
-                for (int j = 0; j < m; j++) dens[b0 + j] = in[j] ? (double)dd[j] : 0.0; /* beyond the grid: ambient fluid */
+                for (int j = 0; j < m; j++) dens[b0 + j] = in[j] ? (double)u4[j][3] : 0.0; /* beyond the grid: ambient fluid */
         }
         /* tracers beyond the grid stay where they are (the caller moves them); their velocity
          * is overwritten there too */
