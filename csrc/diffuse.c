@@ -262,9 +262,12 @@ typedef struct { size_t j; double mgw, mg; } guard_pair; /* a corrected pair: pa
 
 /* The corrected pairs of bunched vortons hq[k0 .. k1) (each pair once: see pse_guard), appended
  * to *buf (growing it), their count per vorton in cnt[k]; nonzero if out of memory. */
-static int guard_pairs(const vp_bins *bins, const double *R, int NF, const double *c, const size_t *hq, size_t k0,
-                       size_t k1, float cut2, guard_pair **buf, size_t *len, size_t *cap, size_t *cnt)
+#define GUARD_CHUNK 64
+static int guard_pairs(const vp_bins *bins, const double *R, int NF, const float *Rf, size_t n, const double *c,
+                       const size_t *hq, size_t k0, size_t k1, float cut2, guard_pair **buf, size_t *len, size_t *cap,
+                       size_t *cnt)
 {
+    const float *FX = Rf, *FY = Rf + n, *FZ = Rf + 2 * n, *FE = Rf + 3 * n, *FN = Rf + 4 * n;
     const int *nc = bins->nc;
     const size_t *start = bins->start;
     for (size_t k = k0; k < k1; k++) {
@@ -273,31 +276,46 @@ static int guard_pairs(const vp_bins *bins, const double *R, int NF, const doubl
         int kk[3];
         for (int a = 0; a < 3; a++) kk[a] = vp_bins_cell(bins, a, rq[a]); /* rq: offsets from lo */
         const float xq = (float)rq[0], yq = (float)rq[1], zq = (float)rq[2], eq = (float)rq[3], nq = (float)rq[9];
+        const float xcut = cut2 * -VP_LOG2E_F;
         for (int cz = kk[2] - 2; cz <= kk[2] + 2; cz++) {
             if (cz < 0 || cz >= nc[2]) continue;
             for (int cy = kk[1] - 2; cy <= kk[1] + 2; cy++) {
                 if (cy < 0 || cy >= nc[1]) continue;
                 const size_t row = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
                 const int x0 = kk[0] > 2 ? kk[0] - 2 : 0, x1 = kk[0] + 2 < nc[0] - 1 ? kk[0] + 2 : nc[0] - 1;
-                for (size_t j = start[row + x0]; j < start[row + x1 + 1]; j++) {
-                    if (j == q || (c[j] > PSE_MAX_RATE && j < q)) continue; /* each pair once */
-                    const double *rj = R + (size_t)NF * j;
-                    /* the pair weight as vp_pse_pairs computes it */
-                    float dx = (float)rj[0] - xq, dy = (float)rj[1] - yq, dz = (float)rj[2] - zq;
-                    float inv = 1.0f / (0.5f * (eq + (float)rj[3])), inv2 = inv * inv;
-                    float xe = (dx * dx + dy * dy + dz * dz) * (inv2 * -VP_LOG2E_F);
-                    if (!(xe >= cut2 * -VP_LOG2E_F)) continue;
-                    double g = vp_exp2_negf(xe) * (inv2 * inv2 * inv), gw = g * (0.5f * (nq + (float)rj[9]));
-                    double sc = PSE_MAX_RATE / (c[q] > c[j] ? c[q] : c[j]);
-                    if (sc >= 1.0) continue;
-                    if (*len == *cap) {
-                        size_t nc2 = *cap ? 2 * *cap : 256;
-                        guard_pair *nb = realloc(*buf, nc2 * sizeof(guard_pair));
-                        if (!nb) return 1;
-                        *buf = nb; *cap = nc2;
+                for (size_t j0 = start[row + x0], je = start[row + x1 + 1]; j0 < je; j0 += GUARD_CHUNK) {
+                    const int mc = (int)(je - j0 < GUARD_CHUNK ? je - j0 : GUARD_CHUNK);
+                    /* the chunk's pair weights as vp_pse_pairs computes them, in one loop over
+                     * the candidates that vectorises (one candidate at a time, with its
+                     * division and exponential, this search was most of the guard's time);
+                     * then the few that pass, in order */
+                    float gf[GUARD_CHUNK], hw[GUARD_CHUNK];
+                    int ok[GUARD_CHUNK];
+                    const float *fx = FX + j0, *fy = FY + j0, *fz = FZ + j0, *fe = FE + j0, *fn = FN + j0;
+                    for (int t = 0; t < mc; t++) {
+                        float dx = fx[t] - xq, dy = fy[t] - yq, dz = fz[t] - zq;
+                        float inv = 1.0f / (0.5f * (eq + fe[t])), inv2 = inv * inv;
+                        float xe = (dx * dx + dy * dy + dz * dz) * (inv2 * -VP_LOG2E_F);
+                        ok[t] = xe >= xcut;
+                        float xc = xe > xcut ? xe : xcut;
+                        gf[t] = vp_exp2_negf(xc) * (inv2 * inv2 * inv);
+                        hw[t] = 0.5f * (nq + fn[t]);
                     }
-                    const double m = sc - 1.0;
-                    (*buf)[(*len)++] = (guard_pair){j, m * gw, m * g};
+                    for (int t = 0; t < mc; t++) {
+                        const size_t j = j0 + (size_t)t;
+                        if (!ok[t] || j == q || (c[j] > PSE_MAX_RATE && j < q)) continue; /* each pair once */
+                        double sc = PSE_MAX_RATE / (c[q] > c[j] ? c[q] : c[j]);
+                        if (sc >= 1.0) continue;
+                        double g = gf[t], gw = g * hw[t];
+                        if (*len == *cap) {
+                            size_t nc2 = *cap ? 2 * *cap : 256;
+                            guard_pair *nb = realloc(*buf, nc2 * sizeof(guard_pair));
+                            if (!nb) return 1;
+                            *buf = nb; *cap = nc2;
+                        }
+                        const double m = sc - 1.0;
+                        (*buf)[(*len)++] = (guard_pair){j, m * gw, m * g};
+                    }
                 }
             }
         }
@@ -316,10 +334,18 @@ static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, in
      * vortons in sorted order, and their corrected pairs' count each */
     double *c = malloc(n * sizeof(double));
     size_t *hq = malloc(2 * nh * sizeof(size_t)), *cnt = hq ? hq + nh : NULL;
-    if (!c || !hq) { free(c); free(hq); return VP_ERR_NOMEM; }
+    float *Rf = malloc(5 * n * sizeof(float)); /* the records' x y z e nu as float SoA, for guard_pairs */
+    if (!c || !hq || !Rf) { free(c); free(hq); free(Rf); return VP_ERR_NOMEM; }
     for (size_t q = 0, k = 0; q < n; q++) {
         c[q] = f * O[NO * q + 4];
         if (c[q] > PSE_MAX_RATE) hq[k++] = q;
+    }
+    (void)threads;
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 4096)
+    for (long qq = 0; qq < (long)n; qq++) {
+        const double *rq = R + (size_t)NF * (size_t)qq;
+        Rf[qq] = (float)rq[0]; Rf[n + qq] = (float)rq[1]; Rf[2 * n + qq] = (float)rq[2];
+        Rf[3 * n + qq] = (float)rq[3]; Rf[4 * n + qq] = (float)rq[9];
     }
     /* The pairs depend only on the uncorrected c and the records, so they are found in
      * parallel (each thread a contiguous share of the bunched vortons, into its own list);
@@ -344,7 +370,7 @@ static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, in
             for (int t = 0; t <= nth; t++) shares[t] = nh * (size_t)t / (size_t)nth;
         }
         size_t len = 0, cap = 0;
-        fail |= guard_pairs(bins, R, NF, c, hq, shares[me], shares[me + 1], cut2, &bufs[me], &len, &cap, cnt);
+        fail |= guard_pairs(bins, R, NF, Rf, n, c, hq, shares[me], shares[me + 1], cut2, &bufs[me], &len, &cap, cnt);
     }
     if (!fail)
         for (int t = 0; t < used; t++) {
@@ -365,7 +391,7 @@ static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, in
             }
         }
     for (int t = 0; t < GUARD_MAX_THREADS; t++) free(bufs[t]);
-    free(c); free(hq);
+    free(c); free(hq); free(Rf);
     return fail ? VP_ERR_NOMEM : VP_OK;
 }
 
