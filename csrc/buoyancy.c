@@ -4,25 +4,61 @@
 #include "internal.h"
 #include "grid_inline.h"
 #include "kernel.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Density deviation on the grid: each vorton's mass deviation d_i V_i, cloud-in-cell splatted
  * and divided by the cell volume, so the grid holds exactly the particles' total mass. */
-int vp_splat_density(vp_sim *s)
+int vp_splat_density(vp_sim *s) { return vp_splat_density_stretch(s, 0); }
+
+/* The density grid, and (stretch) the vortons' stretching (stretch.c), which does not touch
+ * what the splat reads.  Below VP_SPLAT_PARALLEL_MIN vortons the splat is one serial pass (in
+ * index order: its parallel form adds in another order); with more than one thread it then
+ * runs on the first thread while the others stretch blocks of STRETCH_BLOCK vortons, and
+ * the first takes the remaining blocks when it is done.  Each block is independent, so the
+ * result is the same as one after the other (in hot_ball, with ~1e3 vortons, the second
+ * thread otherwise waited through the splat). */
+#define STRETCH_BLOCK 64
+int vp_splat_density_stretch(vp_sim *s, int stretch)
 {
     size_t nn = vp_grid_count(&s->grid);
     memset(s->grid_density, 0, nn * sizeof(double));
     vp_vortons *v = &s->vortons;
+    stretch = stretch && v->n;
     double inv_cell = 1.0 / (s->grid.h * s->grid.h * s->grid.h);
     const double *x = v->position->data, *d = v->density->data, *r = v->radius->data;
-    int any = 0;
+    int any = 0, threads = s->params.threads;
     for (size_t i = 0; i < v->n && !any; i++) any = d[i] != 0.0;
     if (any) {
         /* scratch: the masses (n), then the splat's work space (size_t, 8 bytes like a double) */
         double *m = vp_sim_scratch(s, v->n + vp_grid_splat_work(&s->grid, v->n));
         if (!m) return VP_ERR_NOMEM;
         for (size_t i = 0; i < v->n; i++) m[i] = d[i] == 0.0 ? 0.0 : d[i] * vp_volume(r[i]) * inv_cell;
-        vp_grid_splat_many(&s->grid, s->grid_density, 1, v->n, x, m, (size_t *)(m + v->n), s->params.threads);
+        size_t *work = (size_t *)(m + v->n);
+        if (stretch && threads > 1 && !vp_grid_splat_is_parallel(v->n)) {
+            const long n = (long)v->n, nb = (n + STRETCH_BLOCK - 1) / STRETCH_BLOCK;
+            long next = 0;
+#pragma omp parallel num_threads(threads)
+            {
+#ifdef _OPENMP
+                if (omp_get_thread_num() == 0)
+#endif
+                    vp_grid_splat_many(&s->grid, s->grid_density, 1, v->n, x, m, work, 1);
+                for (;;) {
+                    long b;
+#pragma omp atomic capture
+                    b = next++;
+                    if (b >= nb) break;
+                    vp_stretch_range(s, b * STRETCH_BLOCK, vp_block_end(b, STRETCH_BLOCK, n));
+                }
+            }
+            stretch = 0;
+        } else {
+            vp_grid_splat_many(&s->grid, s->grid_density, 1, v->n, x, m, work, threads);
+        }
     }
+    if (stretch) vp_stretch(s);
     vp_grid_gradient(&s->grid, s->grid_density, s->grid_density_gradient, s->params.threads);
     return VP_OK;
 }

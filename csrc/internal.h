@@ -25,8 +25,10 @@ int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int s
 int vp_poisson_velocity_grid(vp_sim *s);         /* 2.2 poisson (vortex-in-cell) */
 void vp_poisson_free(struct vp_poisson *p);      /* the solver's cache (NULL: no-op) */
 void vp_stretch(vp_sim *s);                      /* 2.3 */
+void vp_stretch_range(vp_sim *s, long i0, long i1); /* 2.3, vortons [i0, i1) */
 void vp_baroclinic(vp_sim *s);                   /* 2.4 */
 int vp_splat_density(vp_sim *s);                 /* 2.4 density grid */
+int vp_splat_density_stretch(vp_sim *s, int stretch); /* the density grid, then (stretch) 2.3 */
 int vp_diffuse(vp_sim *s);                       /* 2.5 */
 int vp_advect_vortons(vp_sim *s);                /* 2.6 */
 int vp_auto_solver(size_t n, size_t nodes);      /* 2.2: the solver 'auto' picks */

@@ -1005,8 +1005,7 @@ static int step_once(vp_sim *s)
     if ((st = vp_sim_update_velocity_grid(s))) { s->failed_phase = VP_PHASE_DOMAIN; return st; } /* 1, 2 */
     if ((st = check_finite(s, VP_PHASE_VELOCITY))) return st;
     t = vp_now_ms();
-    if ((st = vp_splat_density(s))) return st;                            /* density grid */
-    if (s->params.stretch && s->vortons.n) vp_stretch(s);                 /* 3 */
+    if ((st = vp_splat_density_stretch(s, s->params.stretch))) return st; /* density grid, 3 */
     double t2 = vp_now_ms(); s->timings[VP_PHASE_STRETCH] = t2 - t; t = t2;
     if (s->vortons.n && s->params.baroclinic) vp_baroclinic(s);                                   /* 4 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_BAROCLINIC] = t2 - t; t = t2;

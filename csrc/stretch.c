@@ -40,6 +40,12 @@ static void stretch_range(const vp_grid *g, const double *restrict jac, double d
     }
 }
 
+void vp_stretch_range(vp_sim *s, long i0, long i1)
+{
+    stretch_range(&s->grid, s->grid_jacobian, s->params.dt, i0, i1, s->vortons.position->data,
+                  s->vortons.vorticity->data);
+}
+
 void vp_stretch(vp_sim *s)
 {
     vp_vortons *v = &s->vortons;
