@@ -132,12 +132,46 @@ static double select_tail(const double *buf, size_t m, size_t k, int high)
     return sg * t[k];
 }
 
+/* The robust limits' sample of m of the n = nv + nt points (vortons, then tracers): point
+ * i = (j + 1/2) n / m at slot (j * step) mod m, for j in [j0, j1). */
+static void limits_sample(const vp_sim *s, size_t nv, size_t n, size_t m, size_t step, long j0, long j1, double *buf)
+{
+    for (long jj = j0; jj < j1; jj++) {
+        const size_t j = (size_t)jj, k = j * step % m, i = (size_t)(((double)j + 0.5) * (double)n / (double)m);
+        const double *p = i < nv ? s->vortons.position->data + 3 * i : s->tracers.position->data + 3 * (i - nv);
+        buf[k] = p[0]; buf[m + k] = p[1]; buf[2 * m + k] = p[2];
+    }
+}
+
+/* The sample's size m and scrambling step (see vp_robust_limits), and the ranks of its low
+ * and high quantiles. */
+static void limits_plan(size_t n, size_t *m, size_t *step, size_t *klo, size_t *khi)
+{
+    *m = n < 4096 ? n : 4096;
+    *step = (size_t)(0.6180339887 * (double)*m) | 1;
+    while (vp_gcd(*step, *m) != 1) *step += 2;
+    *klo = (size_t)(0.005 * (*m - 1)); *khi = *m - 1 - (size_t)(0.995 * (*m - 1));
+}
+
+/* The limits from the six quantiles q (low and high per axis). */
+static void limits_from(const double q[6], double lim_lo[3], double lim_hi[3])
+{
+    for (int a = 0; a < 3; a++) {
+        lim_lo[a] = -INFINITY; lim_hi[a] = INFINITY;
+        double lo = q[2 * a], hi = q[2 * a + 1], w = hi - lo;
+        if (w <= 0) continue;
+        lim_lo[a] = lo - w;
+        lim_hi[a] = hi + w;
+    }
+}
+
 void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3])
 {
     size_t nv = s->vortons.n, nt = with_tracers ? s->tracers.n : 0, n = nv + nt;
     for (int a = 0; a < 3; a++) { lim_lo[a] = -INFINITY; lim_hi[a] = INFINITY; }
     if (n < 200) return;
-    size_t m = n < 4096 ? n : 4096;
+    size_t m, step, klo, khi;
+    limits_plan(n, &m, &step, &klo, &khi);
     double *buf = malloc(3 * m * sizeof(double));
     if (!buf) return; /* no limits: the plain bounding box */
     /* the sample, all three coordinates of a point at once: one cache miss per point (a pass
@@ -149,29 +183,21 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
      * phase 1.06-1.08x).  The quantiles do not depend on the order.  The sample and the six
      * selections (3 axes, low and high) are shared by the threads: in hot_ball they were a
      * serial 0.05 ms a step. */
-    size_t step = (size_t)(0.6180339887 * (double)m) | 1;
-    while (vp_gcd(step, m) != 1) step += 2;
-    const size_t klo = (size_t)(0.005 * (m - 1)), khi = m - 1 - (size_t)(0.995 * (m - 1));
     double q[6];
     const int threads = s->params.threads;
     (void)threads;
 #pragma omp parallel num_threads(threads) if (m >= 1024)
     {
-#pragma omp for schedule(static)
-        for (long jj = 0; jj < (long)m; jj++) {
-            const size_t j = (size_t)jj, k = j * step % m, i = (size_t)(((double)j + 0.5) * (double)n / (double)m);
-            const double *p = i < nv ? s->vortons.position->data + 3 * i : s->tracers.position->data + 3 * (i - nv);
-            buf[k] = p[0]; buf[m + k] = p[1]; buf[2 * m + k] = p[2];
-        }
+        int me = 0, nth = 1;
+#ifdef _OPENMP
+        me = omp_get_thread_num(); nth = omp_get_num_threads();
+#endif
+        limits_sample(s, nv, n, m, step, (long)m * me / nth, (long)m * (me + 1) / nth, buf);
+#pragma omp barrier
 #pragma omp for schedule(static)
         for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
     }
-    for (int a = 0; a < 3; a++) {
-        double lo = q[2 * a], hi = q[2 * a + 1], w = hi - lo;
-        if (w <= 0) continue;
-        lim_lo[a] = lo - w;
-        lim_hi[a] = hi + w;
-    }
+    limits_from(q, lim_lo, lim_hi);
     free(buf);
 }
 
@@ -234,19 +260,94 @@ static int point_bounds(const double *t, size_t n, int threads, const double lim
     return nonfinite;
 }
 
+/* The boxes of phase 1: the vortons' (vlo, vhi) and the tracers' (tlo, thi) coordinates
+ * inside the robust limits (vp_robust_limits over both sets; coordinates outside count as
+ * absent), as vp_robust_limits and point_bounds give them, in one parallel region and,
+ * usually, one pass over the positions: each thread takes the unconstrained min and max of
+ * its share of both sets (and the finiteness check), then its share of the limits' sample
+ * (points it has just read), then the selections.  When a set's unconstrained box lies
+ * inside the limits (no outliers: the usual case) it is the constrained box; otherwise that
+ * set is scanned again with the limits.  The same boxes, bit for bit (min and max are exact);
+ * the sample's separate pass over scattered points was a third of hot_ball's domain phase.
+ * Nonzero if any coordinate is not finite. */
+static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3], double thi[3])
+{
+    const size_t nv = s->vortons.n, nt = s->tracers.n, n = nv + nt;
+    const double *xv = nv ? s->vortons.position->data : NULL, *xt = nt ? s->tracers.position->data : NULL;
+    const int threads = s->params.threads;
+    double lim_lo[3] = {-INFINITY, -INFINITY, -INFINITY}, lim_hi[3] = {INFINITY, INFINITY, INFINITY};
+    size_t m = 0, step = 1, klo = 0, khi = 0;
+    double *buf = NULL;
+    if (n >= 200) {
+        limits_plan(n, &m, &step, &klo, &khi);
+        buf = malloc(3 * m * sizeof(double)); /* none: no limits, the plain boxes */
+    }
+    const double *xs[2] = {xv, xt};
+    const size_t ns[2] = {nv, nt};
+    const long runs[2] = {3 * (long)nv / 12, 3 * (long)nt / 12};
+    double L[12], H[12], mn[2][12], mx[2][12], bad[2][12], q[6];
+    for (int j = 0; j < 12; j++) {
+        L[j] = -INFINITY; H[j] = INFINITY;
+        for (int c = 0; c < 2; c++) { mn[c][j] = INFINITY; mx[c][j] = -INFINITY; bad[c][j] = 0; }
+    }
+    for (int c = 0; c < 2; c++) /* the tails past the last run of 12 */
+        for (long k = 12 * runs[c]; k < 3 * (long)ns[c]; k++) {
+            double v = xs[c][k]; int j = (int)(k % 3);
+            bad[c][j] += v * 0.0;
+            if (v >= L[j] && v <= H[j]) { mn[c][j] = v < mn[c][j] ? v : mn[c][j]; mx[c][j] = v > mx[c][j] ? v : mx[c][j]; }
+        }
+    (void)threads;
+#pragma omp parallel num_threads(threads) if (runs[0] + runs[1] > 8192 || m >= 1024)
+    {
+        int me = 0, nth = 1;
+#ifdef _OPENMP
+        me = omp_get_thread_num(); nth = omp_get_num_threads();
+#endif
+        for (int c = 0; c < 2; c++) {
+            double m1[12], m2[12], b1[12];
+            for (int j = 0; j < 12; j++) { m1[j] = INFINITY; m2[j] = -INFINITY; b1[j] = 0; }
+            if (runs[c]) bounds_runs(xs[c], runs[c] * me / nth, runs[c] * (me + 1) / nth, L, H, m1, m2, b1);
+#pragma omp critical(vp_domain_bounds)
+            for (int j = 0; j < 12; j++) {
+                mn[c][j] = m1[j] < mn[c][j] ? m1[j] : mn[c][j]; mx[c][j] = m2[j] > mx[c][j] ? m2[j] : mx[c][j];
+                bad[c][j] += b1[j];
+            }
+        }
+        if (buf) {
+            limits_sample(s, nv, n, m, step, (long)m * me / nth, (long)m * (me + 1) / nth, buf);
+#pragma omp barrier
+#pragma omp for schedule(static)
+            for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
+        }
+    }
+    if (buf) limits_from(q, lim_lo, lim_hi);
+    free(buf);
+    double *lo[2] = {vlo, tlo}, *hi[2] = {vhi, thi};
+    for (int c = 0; c < 2; c++) {
+        int nonfinite = 0;
+        for (int a = 0; a < 3; a++) { lo[c][a] = INFINITY; hi[c][a] = -INFINITY; }
+        for (int j = 0; j < 12; j++) {
+            nonfinite |= bad[c][j] != 0.0;
+            lo[c][j % 3] = mn[c][j] < lo[c][j % 3] ? mn[c][j] : lo[c][j % 3];
+            hi[c][j % 3] = mx[c][j] > hi[c][j % 3] ? mx[c][j] : hi[c][j % 3];
+        }
+        if (nonfinite) return 1;
+        int inside = 1;
+        for (int a = 0; a < 3; a++) inside &= !(lo[c][a] <= hi[c][a]) || (lo[c][a] >= lim_lo[a] && hi[c][a] <= lim_hi[a]);
+        if (!inside && point_bounds(xs[c], ns[c], threads, lim_lo, lim_hi, lo[c], hi[c])) return 1;
+    }
+    return 0;
+}
+
 /* Phase 1 (physics.md 2.1): the grid follows the particles (open boundaries).  It covers
  * every vorton and tracer inside the robust limits above, padded by three core radii and a
  * cell, with cubic cells sized for grid_cells_per_vorton cells per vorton, never more than
  * grid_max_points nodes. */
 int vp_domain_update(vp_sim *s)
 {
-    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY}, smax = 0;
-    double lim_lo[3], lim_hi[3];
-    vp_robust_limits(s, 1, lim_lo, lim_hi);
-    const int threads = s->params.threads;
+    double lo[3], hi[3], tlo[3], thi[3], smax = 0;
     /* min and max are exact: the bounds do not depend on the thread count */
-    if (s->vortons.n && point_bounds(s->vortons.position->data, s->vortons.n, threads, lim_lo, lim_hi, lo, hi))
-        return VP_ERR_NONFINITE;
+    if (domain_bounds(s, lo, hi, tlo, thi)) return VP_ERR_NONFINITE;
     {
         const double *r = s->vortons.n ? s->vortons.radius->data : NULL;
         for (size_t i = 0; i < s->vortons.n; i++) smax = r[i] > smax ? r[i] : smax;
@@ -262,9 +363,6 @@ int vp_domain_update(vp_sim *s)
             vol_v *= e > 1e-9 ? e : 1e-9;
         }
     }
-    double tlo[3], thi[3];
-    if (point_bounds(s->tracers.n ? s->tracers.position->data : NULL, s->tracers.n, threads, lim_lo, lim_hi, tlo, thi))
-        return VP_ERR_NONFINITE;
     for (int a = 0; a < 3; a++) { lo[a] = tlo[a] < lo[a] ? tlo[a] : lo[a]; hi[a] = thi[a] > hi[a] ? thi[a] : hi[a]; }
     if (!(lo[0] <= hi[0]) || !(lo[1] <= hi[1]) || !(lo[2] <= hi[2])) {
         lo[0] = lo[1] = lo[2] = -1; hi[0] = hi[1] = hi[2] = 1;
