@@ -205,6 +205,22 @@ def test_escaped_vorton_does_not_wreck_the_grid():
     assert np.all(np.isfinite(sim.vortons.position)) and sim.vortons.position[0, 0] == pytest.approx(1e6)
 
 
+def test_far_tracers_leave_the_grid_exactly_as_without_them(tmp_path):
+    """The domain's box is the inliers' exact min and max: with two tracers far beyond the
+    robust limits (the rescan path of the domain's single pass), the grid is bit for bit the
+    grid of the same particles without them."""
+    sim = vp.scenes.vortex_ring(tracers=1000, threads=2)
+    sim.step(2)
+    sim.save(tmp_path / "s.npz")
+    ref = vp.Sim.load(tmp_path / "s.npz", threads=2)
+    sim.add_tracers([[0.0, -1e9, 0.0], [5e8, 0.0, 3.0]])
+    sim.update_velocity_grid()
+    ref.update_velocity_grid()
+    g, r = sim.grid(), ref.grid()
+    assert g["shape"] == r["shape"] and g["spacing"] == r["spacing"]
+    assert np.array_equal(g["origin"], r["origin"])
+
+
 @pytest.mark.parametrize("n_tracers", [3000, 40])  # the float32 cell lookups; the double grid
 def test_particles_leaving_the_grid_move_once_beside_outliers(n_tracers):
     """Every tracer moves by exactly dt times the velocity it reports, in a step where most of
