@@ -100,6 +100,26 @@ static void ambient_sum(size_t m, const float *restrict F, float px, float py, f
     u[0] += VP_INV4PI * (double)u0; u[1] += VP_INV4PI * (double)u1; u[2] += VP_INV4PI * (double)u2;
 }
 
+/* Column j of the contact solve's matrix: the velocity g_i at each contact point P_i (SoA
+ * PX PY PZ, stride m) induced by strength a at xj with core radius^2 s2 (kernel.h's
+ * vp_kernel_add), written as g[3 i .. 3 i + 2].  A loop over the points that the compiler
+ * vectorises (AVX-512, AVX2 or the baseline: VP_CLONES); one point at a time, its square root
+ * and division were most of building the matrix. */
+VP_CLONES
+static void contact_column(size_t m, const double *restrict PS, const double xj[3], const double a[3], double s2,
+                           double *restrict g)
+{
+    const double *PX = PS, *PY = PS + m, *PZ = PS + 2 * m;
+    const double x0 = xj[0], x1 = xj[1], x2 = xj[2], a0 = a[0], a1 = a[1], a2 = a[2];
+    for (size_t i = 0; i < m; i++) {
+        const double r0 = PX[i] - x0, r1 = PY[i] - x1, r2 = PZ[i] - x2;
+        const double f = VP_INV4PI * vp_kernel_g(r0 * r0 + r1 * r1 + r2 * r2, s2);
+        g[3 * i] = f * (a1 * r2 - a2 * r1);
+        g[3 * i + 1] = f * (a2 * r0 - a0 * r2);
+        g[3 * i + 2] = f * (a0 * r1 - a1 * r0);
+    }
+}
+
 /* "Assign by velocity" for all vortons in contact at once.  Alone, vorton i would get the
  * strength a_i* whose induced velocity at its contact point P_i is exactly -u_rel_i (the exact
  * inverse of the kernel, kernel.h).  But each vorton's field also reaches its neighbours'
@@ -121,16 +141,17 @@ static int solve_contacts(const contact *c, size_t nc, double *a_out, int thread
         double r[3] = {c[j].P[0] - c[j].xnew[0], c[j].P[1] - c[j].xnew[1], c[j].P[2] - c[j].xnew[2]};
         vp_kernel_assign_by_velocity(r, c[j].target, c[j].s2, astar + 3 * j);
     }
-    /* G[j][i]: velocity at P_i from a_j* (column j contiguous over i) */
+    /* G[j][i]: velocity at P_i from a_j* (column j contiguous over i), the contact points as
+     * SoA so that a column is one vectorised loop (contact_column) */
+    double *PS = malloc(3 * nc * sizeof(double));
+    if (!PS) { free(G); free(A); free(k); free(astar); return VP_ERR_NOMEM; }
+    for (size_t i = 0; i < nc; i++) { PS[i] = c[i].P[0]; PS[nc + i] = c[i].P[1]; PS[2 * nc + i] = c[i].P[2]; }
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long jj = 0; jj < (long)nc; jj++) {
         size_t j = (size_t)jj;
-        for (size_t i = 0; i < nc; i++) {
-            double *g = G + 3 * (j * nc + i);
-            g[0] = g[1] = g[2] = 0;
-            vp_kernel_add(c[i].P, c[j].xnew, astar + 3 * j, c[j].s2, g);
-        }
+        contact_column(nc, PS, c[j].xnew, astar + 3 * j, c[j].s2, G + 3 * j * nc);
     }
+    free(PS);
     /* normal equations A = G^T G (lower triangle), rhs = G^T t */
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 4)
     for (long pp = 0; pp < (long)nc; pp++) {
