@@ -9,10 +9,8 @@
 #endif
 
 /* Density deviation on the grid: each vorton's mass deviation d_i V_i, cloud-in-cell splatted
- * and divided by the cell volume, so the grid holds exactly the particles' total mass. */
-int vp_splat_density(vp_sim *s) { return vp_splat_density_stretch(s, 0); }
-
-/* The density grid, and (stretch) the vortons' stretching (stretch.c), which does not touch
+ * and divided by the cell volume, so the grid holds exactly the particles' total mass.  With
+ * `stretch`, also the vortons' stretching (physics.md 2.3, stretch.c), which does not touch
  * what the splat reads.  Below VP_SPLAT_PARALLEL_MIN vortons the splat is one serial pass (in
  * index order: its parallel form adds in another order); with more than one thread it then
  * runs on the first thread while the others stretch blocks of STRETCH_BLOCK vortons, and

@@ -27,7 +27,6 @@ void vp_poisson_free(struct vp_poisson *p);      /* the solver's cache (NULL: no
 void vp_stretch(vp_sim *s);                      /* 2.3 */
 void vp_stretch_range(vp_sim *s, long i0, long i1); /* 2.3, vortons [i0, i1) */
 void vp_baroclinic(vp_sim *s);                   /* 2.4 */
-int vp_splat_density(vp_sim *s);                 /* 2.4 density grid */
 int vp_splat_density_stretch(vp_sim *s, int stretch); /* the density grid, then (stretch) 2.3 */
 int vp_diffuse(vp_sim *s);                       /* 2.5 */
 int vp_advect_vortons(vp_sim *s);                /* 2.6 */

@@ -313,8 +313,9 @@ static void eval_targets(const ilist *L, int nt, const float *restrict TX, const
 /* Velocity at arbitrary points.  Points are binned into cells of about 16 points over their
  * bounding box; each cell's points share one interaction list, built for the sphere around
  * their own bounding box (so a list is valid for every point of its group, as in the grid
- * path).  That amortises the traversal over the group and lets the near field run as longer
- * batches.  Deterministic: a point's group does not depend on the threads. */
+ * path).  That amortises the traversal over the group, whose points are then evaluated
+ * together (eval_targets, padded to a multiple of 16 with the group's first point).
+ * Deterministic: a point's group does not depend on the threads. */
 int vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *points, double *vel, int threads)
 {
     (void)threads;
