@@ -279,10 +279,16 @@ int vp_collide(vp_sim *s, int tracers)
                         const size_t i = (size_t)ii;
                         if (hit[i]) { cs[k++].i = i; continue; }
                         double V = vp_volume(rad[i]);
-                        F[m] = (float)(x[3 * i] - Bc.position[0]); F[nf + m] = (float)(x[3 * i + 1] - Bc.position[1]);
-                        F[2 * nf + m] = (float)(x[3 * i + 2] - Bc.position[2]);
-                        F[3 * nf + m] = (float)(w[3 * i] * V); F[4 * nf + m] = (float)(w[3 * i + 1] * V);
-                        F[5 * nf + m] = (float)(w[3 * i + 2] * V); F[6 * nf + m] = (float)(rad[i] * rad[i]);
+                        const double d0 = x[3 * i] - Bc.position[0], d1 = x[3 * i + 1] - Bc.position[1],
+                                     d2 = x[3 * i + 2] - Bc.position[2];
+                        /* a vorton beyond 1e15 body-relative units adds nothing here: in float32
+                         * its q^2.5 would overflow (inf / inf: NaN), so it goes in as a zero
+                         * strength at the centre, which adds exactly 0 */
+                        const int far = !(d0 * d0 + d1 * d1 + d2 * d2 < 1e30);
+                        F[m] = far ? 0.0f : (float)d0; F[nf + m] = far ? 0.0f : (float)d1; F[2 * nf + m] = far ? 0.0f : (float)d2;
+                        F[3 * nf + m] = far ? 0.0f : (float)(w[3 * i] * V); F[4 * nf + m] = far ? 0.0f : (float)(w[3 * i + 1] * V);
+                        F[5 * nf + m] = far ? 0.0f : (float)(w[3 * i + 2] * V);
+                        F[6 * nf + m] = far ? 1.0f : (float)(rad[i] * rad[i]);
                         m++;
                     }
                 }
