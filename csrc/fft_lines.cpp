@@ -6,7 +6,7 @@
 #if VP_FFT_HAVE_AVX2
 extern "C" void *vp_fft_avx2_new(size_t n, int real);
 extern "C" void vp_fft_avx2_free(void *plan, int real);
-extern "C" int vp_fft_avx2_exec(const void *plan, int real, double *buf, int forward);
+extern "C" int vp_fft_avx2_exec(const void *plan, int real, float *buf, int forward);
 #endif
 
 struct vp_fft {
@@ -54,7 +54,7 @@ extern "C" void vp_fft_free(vp_fft *p)
     std::free(p);
 }
 
-extern "C" int vp_fft_exec(const vp_fft *p, double *buf, int forward)
+extern "C" int vp_fft_exec(const vp_fft *p, float *buf, int forward)
 {
 #if VP_FFT_HAVE_AVX2
     if (p->avx2) return vp_fft_avx2_exec(p->plan, p->real, buf, forward);

@@ -1,4 +1,4 @@
-/* fft_lines_avx2.cpp: the four-line transforms compiled for AVX2 + FMA (x86-64 with GCC;
+/* fft_lines_avx2.cpp: the eight-line transforms compiled for AVX2 + FMA (x86-64 with GCC;
  * elsewhere this file is empty and fft_lines.cpp uses its baseline copy). */
 #include "fft_lines.h"
 #if VP_FFT_HAVE_AVX2

@@ -33,42 +33,42 @@
 namespace {
 #include "pocketfft/pocketfft_hdronly.h"
 
-typedef double v4d __attribute__((vector_size(32)));
-static_assert(VP_FFT_LANES == 4, "four lanes of a 4-double vector");
+typedef float v8f __attribute__((vector_size(32)));
+static_assert(VP_FFT_LANES == 8, "eight lanes of an 8-float vector");
 
-/* The transforms run on the CPU's own vector width VL (pocketfft's VLEN: 4 doubles with AVX,
- * 2 with SSE2 or NEON, 1 without vectors).  At VL = 4 a buffer is used as it is; narrower,
- * its four lanes go through in VL-lane slices copied to a scratch line, since wider vectors
+/* The transforms run on the CPU's own vector width VL (pocketfft's VLEN: 8 floats with AVX,
+ * 4 with SSE2 or NEON, 1 without vectors).  At VL = 8 a buffer is used as it is; narrower,
+ * its eight lanes go through in VL-lane slices copied to a scratch line, since wider vectors
  * than the hardware's are lowered to slow code. */
 #ifdef VP_FFT_AVX2
-constexpr size_t VL = 4; /* (the target pragma does not reach pocketfft's VLEN, set from __AVX__) */
+constexpr size_t VL = 8; /* (the target pragma does not reach pocketfft's VLEN, set from __AVX__) */
 #else
-constexpr size_t VL = pocketfft::detail::VLEN<double>::val;
+constexpr size_t VL = pocketfft::detail::VLEN<float>::val;
 #endif
-template <size_t W> struct lane { typedef double type __attribute__((vector_size(W * sizeof(double)))); };
-template <> struct lane<1> { typedef double type; };
-typedef lane<VL < 4 ? VL : 4>::type vl_t;
-static_assert(VL >= 4 || 4 % VL == 0, "lane slices");
+template <size_t W> struct lane { typedef float type __attribute__((vector_size(W * sizeof(float)))); };
+template <> struct lane<1> { typedef float type; };
+typedef lane<VL < 8 ? VL : 8>::type vl_t;
+static_assert(VL >= 8 || 8 % VL == 0, "lane slices");
 
 /* One transform of lines packed as T (real: n values; complex: n (re, im) pairs). */
-template <class T> void run(const pocketfft::detail::pocketfft_r<double> *plan, T *d, bool fwd) { plan->exec(d, 1.0, fwd); }
-template <class T> void run(const pocketfft::detail::pocketfft_c<double> *plan, T *d, bool fwd)
+template <class T> void run(const pocketfft::detail::pocketfft_r<float> *plan, T *d, bool fwd) { plan->exec(d, 1.0f, fwd); }
+template <class T> void run(const pocketfft::detail::pocketfft_c<float> *plan, T *d, bool fwd)
 {
-    plan->exec(reinterpret_cast<pocketfft::detail::cmplx<T> *>(d), 1.0, fwd);
+    plan->exec(reinterpret_cast<pocketfft::detail::cmplx<T> *>(d), 1.0f, fwd);
 }
 
-template <class Plan> void exec_sliced(const Plan *plan, bool real, double *buf, bool forward)
+template <class Plan> void exec_sliced(const Plan *plan, bool real, float *buf, bool forward)
 {
-    const size_t n = plan->length(), W = sizeof(vl_t) / sizeof(double);
-    if (W == 4) { run(plan, reinterpret_cast<v4d *>(buf), forward); return; }
-    const size_t rec = real ? 4 : 8, parts = real ? 1 : 2; /* doubles per record; re (and im) */
+    const size_t n = plan->length(), W = sizeof(vl_t) / sizeof(float);
+    if (W == 8) { run(plan, reinterpret_cast<v8f *>(buf), forward); return; }
+    const size_t rec = real ? 8 : 16, parts = real ? 1 : 2; /* floats per record; re (and im) */
     std::vector<vl_t> tmp(parts * n);
-    for (size_t s0 = 0; s0 < 4; s0 += W) {
+    for (size_t s0 = 0; s0 < 8; s0 += W) {
         for (size_t t = 0; t < n; t++)
-            for (size_t q = 0; q < parts; q++) std::memcpy(&tmp[parts * t + q], buf + rec * t + 4 * q + s0, sizeof(vl_t));
+            for (size_t q = 0; q < parts; q++) std::memcpy(&tmp[parts * t + q], buf + rec * t + 8 * q + s0, sizeof(vl_t));
         run(plan, tmp.data(), forward);
         for (size_t t = 0; t < n; t++)
-            for (size_t q = 0; q < parts; q++) std::memcpy(buf + rec * t + 4 * q + s0, &tmp[parts * t + q], sizeof(vl_t));
+            for (size_t q = 0; q < parts; q++) std::memcpy(buf + rec * t + 8 * q + s0, &tmp[parts * t + q], sizeof(vl_t));
     }
 }
 }
@@ -76,8 +76,8 @@ template <class Plan> void exec_sliced(const Plan *plan, bool real, double *buf,
 extern "C" void *VP_FFT_FN(new)(size_t n, int real)
 {
     try {
-        if (real) return new pocketfft::detail::pocketfft_r<double>(n);
-        return new pocketfft::detail::pocketfft_c<double>(n);
+        if (real) return new pocketfft::detail::pocketfft_r<float>(n);
+        return new pocketfft::detail::pocketfft_c<float>(n);
     } catch (...) {
         return nullptr;
     }
@@ -85,15 +85,15 @@ extern "C" void *VP_FFT_FN(new)(size_t n, int real)
 
 extern "C" void VP_FFT_FN(free)(void *plan, int real)
 {
-    if (real) delete static_cast<pocketfft::detail::pocketfft_r<double> *>(plan);
-    else delete static_cast<pocketfft::detail::pocketfft_c<double> *>(plan);
+    if (real) delete static_cast<pocketfft::detail::pocketfft_r<float> *>(plan);
+    else delete static_cast<pocketfft::detail::pocketfft_c<float> *>(plan);
 }
 
-extern "C" int VP_FFT_FN(exec)(const void *plan, int real, double *buf, int forward)
+extern "C" int VP_FFT_FN(exec)(const void *plan, int real, float *buf, int forward)
 {
     try {
-        if (real) exec_sliced(static_cast<const pocketfft::detail::pocketfft_r<double> *>(plan), true, buf, forward != 0);
-        else exec_sliced(static_cast<const pocketfft::detail::pocketfft_c<double> *>(plan), false, buf, forward != 0);
+        if (real) exec_sliced(static_cast<const pocketfft::detail::pocketfft_r<float> *>(plan), true, buf, forward != 0);
+        else exec_sliced(static_cast<const pocketfft::detail::pocketfft_c<float> *>(plan), false, buf, forward != 0);
         return 0;
     } catch (...) {
         return 1;

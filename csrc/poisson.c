@@ -16,6 +16,14 @@
  * solve (pocketfft, 1D transforms along each axis, parallel over lines, pruned where the
  * padded half is known to be zero or is not needed).
  *
+ * Precision.  The transforms, the work arrays and the kernel transform are float32, eight
+ * lines per AVX2 vector (fft_lines.h): the strengths are splatted in double and rounded once
+ * into the transform, and the velocity comes back into the double grid.  Rounding through the
+ * six 3D transforms is a few 1e-7 of the field's largest value, far below the method's own
+ * error (the CIC splat and the kernel's core: 1e-2 to 1e-1 against the direct sum); poisson's
+ * error against the direct sum is unchanged to six digits from the double transforms, which
+ * ran the solve 1.3x (hot_ball) to 1.6x (1e5 vortons) slower.
+ *
  * Smoothing.  CIC spreads each vorton with per-axis variance h^2/6; the kernel core adds
  * sigma^2/2 (kernel.h).  A vorton of radius s carried by the direct solver has variance s^2/2,
  * so sigma^2 = s^2 - h^2/3 would match it, but the lattice sum of the kernel is only accurate
@@ -27,7 +35,7 @@
  *
  * Memory (kept between steps): three complex work arrays holding the grid's n2 planes of the
  * x-y transform (M0 N1 N2/2 values each, M0 = N0/2 + 1) and a quarter of each kernel transform;
- * about 63 MB for a 76^3 grid (N = 160), plus a temporary full lattice while a kernel is built.
+ * about 32 MB for a 76^3 grid (N = 160), plus a temporary full lattice while a kernel is built.
  *
  * Vortons outside the grid (beyond the robust limits of physics.md 2.1) cannot be splatted;
  * their velocity at every node is added by the direct sum with their own radii. */
@@ -57,10 +65,10 @@ struct vp_poisson {
     double ratio;        /* sigma / h of the cached kernel */
     vp_fft *px;          /* length N[0] real */
     vp_fft *py, *pz;     /* lengths N[1], N[2] complex */
-    double *kernel[3];   /* Im FFT(G_c) for h = 1 (the transform is imaginary), the quarter
+    float *kernel[3];    /* Im FFT(G_c) for h = 1 (the transform is imaginary), the quarter
                             ky <= N1/2, kz <= N2/2: M0*(N1/2+1)*(N2/2+1) each; the rest
                             follows from the parity of G_c in y and z */
-    double *work[3];     /* complex work arrays, M0*N1 per plane for the N2/2 planes a grid
+    float *work[3];      /* complex work arrays, M0*N1 per plane for the N2/2 planes a grid
                             can fill (z is transformed row by row in a line buffer) */
     size_t len;          /* M0*N1*N2: the lattice's transform size */
     size_t work_len;     /* M0*N1*(N2/2) complex values per work array */
@@ -92,8 +100,8 @@ static struct vp_poisson *poisson_create(const int N[3])
     p->pz = vp_fft_new((size_t)N[2], 0);
     int ok = p->px && p->py && p->pz;
     for (int c = 0; c < 3 && ok; c++) {
-        p->kernel[c] = malloc(p->kernel_len * sizeof(double));
-        p->work[c] = malloc(2 * p->work_len * sizeof(double));
+        p->kernel[c] = malloc(p->kernel_len * sizeof(float));
+        p->work[c] = malloc(2 * p->work_len * sizeof(float));
         ok = p->kernel[c] && p->work[c];
     }
     if (!ok) { vp_poisson_free(p); return NULL; }
@@ -108,51 +116,54 @@ static inline int wrapped(int i, int N, int *skip)
     return 2 * i < N ? i : i - N;
 }
 
-/* Four neighbouring complex values (re0 im0 re1 im1 re2 im2 re3 im3) to a lane record
- * (re0 re1 re2 re3 im0 im1 im2 im3), and back: two 4-double shuffles each way. */
-typedef long long vp_v4l __attribute__((vector_size(32)));
+/* Eight neighbouring complex values (re0 im0 re1 im1 ... re7 im7) to a lane record
+ * (re0 .. re7 im0 .. im7), and back: two 8-float shuffles each way.  REC floats a record. */
+#define W8 VP_FFT_LANES
+#define REC (2 * VP_FFT_LANES)
+typedef float vp_v8f __attribute__((vector_size(32)));
+typedef int vp_v8i __attribute__((vector_size(32)));
 #if defined(__clang__)
-#define VP_SHUFFLE(a, b, i, j, k, l) __builtin_shufflevector(a, b, i, j, k, l)
+#define VP_SHUFFLE8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
-#define VP_SHUFFLE(a, b, i, j, k, l) __builtin_shuffle(a, b, (vp_v4l){i, j, k, l})
+#define VP_SHUFFLE8(a, b, ...) __builtin_shuffle(a, b, (vp_v8i){__VA_ARGS__})
 #endif
-static inline void to_lanes(const double *src, double *rec)
+static inline void to_lanes(const float *src, float *rec)
 {
-    vp_v4d a, b;
-    memcpy(&a, src, sizeof a); memcpy(&b, src + 4, sizeof b);
-    vp_v4d re = VP_SHUFFLE(a, b, 0, 2, 4, 6), im = VP_SHUFFLE(a, b, 1, 3, 5, 7);
-    memcpy(rec, &re, sizeof re); memcpy(rec + 4, &im, sizeof im);
+    vp_v8f a, b;
+    memcpy(&a, src, sizeof a); memcpy(&b, src + 8, sizeof b);
+    vp_v8f re = VP_SHUFFLE8(a, b, 0, 2, 4, 6, 8, 10, 12, 14), im = VP_SHUFFLE8(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+    memcpy(rec, &re, sizeof re); memcpy(rec + 8, &im, sizeof im);
 }
-static inline void from_lanes(const double *rec, double *dst)
+static inline void from_lanes(const float *rec, float *dst)
 {
-    vp_v4d re, im;
-    memcpy(&re, rec, sizeof re); memcpy(&im, rec + 4, sizeof im);
-    vp_v4d a = VP_SHUFFLE(re, im, 0, 4, 1, 5), b = VP_SHUFFLE(re, im, 2, 6, 3, 7);
-    memcpy(dst, &a, sizeof a); memcpy(dst + 4, &b, sizeof b);
+    vp_v8f re, im;
+    memcpy(&re, rec, sizeof re); memcpy(&im, rec + 8, sizeof im);
+    vp_v8f a = VP_SHUFFLE8(re, im, 0, 8, 1, 9, 2, 10, 3, 11), b = VP_SHUFFLE8(re, im, 4, 12, 5, 13, 6, 14, 7, 15);
+    memcpy(dst, &a, sizeof a); memcpy(dst + 8, &b, sizeof b);
 }
 
 /* Lines i0 .. i0+B-1 of record t (complex, stride 2 between lines at src) into the lane
- * records of `groups` groups (group g at lanes + 8 g N, record t at + 8 t), zeros in the
+ * records of `groups` groups (group g at lanes + REC g N, record t at + REC t), zeros in the
  * lanes past B; and back, for the B lines only. */
-static inline void gather_lanes(const double *src, int B, int groups, double *lanes, size_t N, int t)
+static inline void gather_lanes(const float *src, int B, int groups, float *lanes, size_t N, int t)
 {
     int b = 0;
-    for (; b + VP_FFT_LANES <= B; b += VP_FFT_LANES)
-        to_lanes(src + 2 * b, lanes + 8 * ((size_t)(b / VP_FFT_LANES) * N + (size_t)t));
-    if (b < VP_FFT_LANES * groups) { /* the last, partial group */
-        double tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (; b + W8 <= B; b += W8)
+        to_lanes(src + 2 * b, lanes + REC * ((size_t)(b / W8) * N + (size_t)t));
+    if (b < W8 * groups) { /* the last, partial group */
+        float tmp[REC] = {0};
         for (int q = 0; q < B - b; q++) { tmp[2 * q] = src[2 * (b + q)]; tmp[2 * q + 1] = src[2 * (b + q) + 1]; }
-        to_lanes(tmp, lanes + 8 * ((size_t)(b / VP_FFT_LANES) * N + (size_t)t));
+        to_lanes(tmp, lanes + REC * ((size_t)(b / W8) * N + (size_t)t));
     }
 }
-static inline void scatter_lanes(const double *lanes, size_t N, int t, int B, double *dst)
+static inline void scatter_lanes(const float *lanes, size_t N, int t, int B, float *dst)
 {
     int b = 0;
-    for (; b + VP_FFT_LANES <= B; b += VP_FFT_LANES)
-        from_lanes(lanes + 8 * ((size_t)(b / VP_FFT_LANES) * N + (size_t)t), dst + 2 * b);
+    for (; b + W8 <= B; b += W8)
+        from_lanes(lanes + REC * ((size_t)(b / W8) * N + (size_t)t), dst + 2 * b);
     if (b < B) {
-        double tmp[8];
-        from_lanes(lanes + 8 * ((size_t)(b / VP_FFT_LANES) * N + (size_t)t), tmp);
+        float tmp[REC];
+        from_lanes(lanes + REC * ((size_t)(b / W8) * N + (size_t)t), tmp);
         for (int q = 0; q < B - b; q++) { dst[2 * (b + q)] = tmp[2 * q]; dst[2 * (b + q) + 1] = tmp[2 * q + 1]; }
     }
 }
@@ -161,22 +172,22 @@ static inline void scatter_lanes(const double *lanes, size_t N, int t, int B, do
  * indices), in blocks of LINE_BLOCK neighbouring lines, so that every gathered cache line is
  * used whole, each block as groups of VP_FFT_LANES lines transformed together (fft_lines.h;
  * lanes past the last line carry zeros).  Input beyond t >= n_in is taken as zero; only
- * t < n_keep is written back.  buf: line_buffer_doubles.  Nonzero when out of memory. */
+ * t < n_keep is written back.  buf: line_buffer_floats.  Nonzero when out of memory. */
 #define LINE_BLOCK 16 /* (8, 16, 32 measured within 5% of each other) */
 #define ROW_BLOCK 32  /* lines per z-convolution block (convolve_row): 1.06-1.08x over 8 on the 1e5
                          lattice, 0.9-0.97x on hot_ball's small lattices (A/B, before the shuffles) */
 #define GROUPS (LINE_BLOCK / VP_FFT_LANES)
 #define ROW_GROUPS (ROW_BLOCK / VP_FFT_LANES)
 VP_CLONES
-static int strided_lines(const vp_fft *plan, int forward, double *base, size_t stride, int M0, int N,
-                         int n_in, int n_keep, double *buf)
+static int strided_lines(const vp_fft *plan, int forward, float *base, size_t stride, int M0, int N,
+                         int n_in, int n_keep, float *buf)
 {
     for (int i0 = 0; i0 < M0; i0 += LINE_BLOCK) {
         const int B = M0 - i0 < LINE_BLOCK ? M0 - i0 : LINE_BLOCK, groups = (B + VP_FFT_LANES - 1) / VP_FFT_LANES;
         for (int t = 0; t < n_in; t++) gather_lanes(base + 2 * ((size_t)i0 + (size_t)t * stride), B, groups, buf, (size_t)N, t);
         for (int g = 0; g < groups; g++) {
-            double *lines = buf + 8 * (size_t)g * N;
-            memset(lines + 8 * (size_t)n_in, 0, 8 * (size_t)(N - n_in) * sizeof(double));
+            float *lines = buf + REC * (size_t)g * N;
+            memset(lines + REC * (size_t)n_in, 0, REC * (size_t)(N - n_in) * sizeof(float));
             if (vp_fft_exec(plan, lines, forward)) return 1;
         }
         for (int t = 0; t < n_keep; t++) scatter_lanes(buf, (size_t)N, t, B, base + 2 * ((size_t)i0 + (size_t)t * stride));
@@ -184,17 +195,17 @@ static int strided_lines(const vp_fft *plan, int forward, double *base, size_t s
     return 0;
 }
 
-/* Per-thread line buffer for the stages below (doubles), and its allocation (aligned for the
+/* Per-thread line buffer for the stages below (floats), and its allocation (aligned for the
  * vector transforms; free() releases it). */
-static size_t line_buffer_doubles(const struct vp_poisson *p)
+static size_t line_buffer_floats(const struct vp_poisson *p)
 {
-    size_t a = VP_FFT_LANES * (size_t)p->N[0], b = GROUPS * 8 * (size_t)p->N[1], c = 3 * ROW_GROUPS * 8 * (size_t)p->N[2];
+    size_t a = W8 * (size_t)p->N[0], b = GROUPS * REC * (size_t)p->N[1], c = 3 * ROW_GROUPS * REC * (size_t)p->N[2];
     return a > b ? (a > c ? a : c) : (b > c ? b : c);
 }
 
-static double *line_buffer(size_t doubles)
+static float *line_buffer(size_t floats)
 {
-    return aligned_alloc(64, (doubles * sizeof(double) + 63) / 64 * 64);
+    return aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
 }
 
 /* Stage A, one z-plane k of component c: real transforms along x of the rows j < n1 that hold
@@ -203,22 +214,22 @@ static double *line_buffer(size_t doubles)
  * src[3 node + c]); or, when src == NULL, the kernel G_c for h = 1 and core ratio p->ratio on
  * the whole padded lattice. */
 static int plane_forward(struct vp_poisson *p, const double *src, const int n[3], int c, int k,
-                         double *work, double *buf)
+                         float *work, float *buf)
 {
     const int N0 = p->N[0], N1 = p->N[1], N2 = p->N[2], M0 = p->M0, W = VP_FFT_LANES;
     const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
     const double s2 = p->ratio * p->ratio;
-    double *plane = work + 2 * (size_t)k * sz;
+    float *plane = work + 2 * (size_t)k * sz;
     for (int j0 = 0; j0 < n[1]; j0 += W) {
         const int rows = n[1] - j0 < W ? n[1] - j0 : W;
         for (int l = 0; l < W; l++) {
             const int j = j0 + l;
             if (l >= rows) {
-                for (int i = 0; i < N0; i++) buf[W * i + l] = 0.0;
+                for (int i = 0; i < N0; i++) buf[W * i + l] = 0.0f;
             } else if (src) {
                 const double *row = src + 3 * ((size_t)n[0] * ((size_t)j + (size_t)n[1] * (size_t)k)) + c;
-                for (int i = 0; i < n[0]; i++) buf[W * i + l] = row[3 * (size_t)i];
-                for (int i = n[0]; i < N0; i++) buf[W * i + l] = 0.0;
+                for (int i = 0; i < n[0]; i++) buf[W * i + l] = (float)row[3 * (size_t)i];
+                for (int i = n[0]; i < N0; i++) buf[W * i + l] = 0.0f;
             } else {
                 int sk_j, sk_k;
                 double dy = wrapped(j, N1, &sk_j), dz = wrapped(k, N2, &sk_k);
@@ -226,16 +237,16 @@ static int plane_forward(struct vp_poisson *p, const double *src, const int n[3]
                     int sk_i;
                     double dx = wrapped(i, N0, &sk_i), d[3] = {dx, dy, dz};
                     double r2 = dx * dx + dy * dy + dz * dz;
-                    buf[W * i + l] = (sk_i || sk_j || sk_k) ? 0.0 : d[c] * VP_INV4PI * vp_kernel_g(r2, s2);
+                    buf[W * i + l] = (sk_i || sk_j || sk_k) ? 0.0f : (float)(d[c] * VP_INV4PI * vp_kernel_g(r2, s2));
                 }
             }
         }
         if (vp_fft_exec(p->px, buf, 1)) return 1;
         for (int l = 0; l < rows; l++) { /* half-complex to complex, row j0 + l */
-            double *out = plane + 2 * (size_t)(j0 + l) * sy;
-            out[0] = buf[l]; out[1] = 0.0;
+            float *out = plane + 2 * (size_t)(j0 + l) * sy;
+            out[0] = buf[l]; out[1] = 0.0f;
             for (int m = 1; m < N0 / 2; m++) { out[2 * m] = buf[W * (2 * m - 1) + l]; out[2 * m + 1] = buf[W * 2 * m + l]; }
-            out[2 * (N0 / 2)] = buf[W * (N0 - 1) + l]; out[2 * (N0 / 2) + 1] = 0.0;
+            out[2 * (N0 / 2)] = buf[W * (N0 - 1) + l]; out[2 * (N0 / 2) + 1] = 0.0f;
         }
     }
     return strided_lines(p->py, 1, plane, sy, M0, N1, n[1], N1, buf);
@@ -244,20 +255,20 @@ static int plane_forward(struct vp_poisson *p, const double *src, const int n[3]
 /* Stage C, one z-plane k < n2 of component c: inverse transforms along y (only j < n1 kept),
  * then real inverse transforms along x of those rows (VP_FFT_LANES at a time), i < n0
  * written to dst[3 node + c]. */
-static int plane_inverse(struct vp_poisson *p, double *dst, const int n[3], int c, int k, double *buf)
+static int plane_inverse(struct vp_poisson *p, double *dst, const int n[3], int c, int k, float *buf)
 {
     const int N0 = p->N[0], N1 = p->N[1], M0 = p->M0, W = VP_FFT_LANES;
     const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
-    double *plane = p->work[c] + 2 * (size_t)k * sz;
+    float *plane = p->work[c] + 2 * (size_t)k * sz;
     if (strided_lines(p->py, 0, plane, sy, M0, N1, N1, n[1], buf)) return 1;
     for (int j0 = 0; j0 < n[1]; j0 += W) {
         const int rows = n[1] - j0 < W ? n[1] - j0 : W;
         for (int l = 0; l < W; l++) { /* complex to half-complex; lanes past the last row zero */
             if (l >= rows) {
-                for (int i = 0; i < N0; i++) buf[W * i + l] = 0.0;
+                for (int i = 0; i < N0; i++) buf[W * i + l] = 0.0f;
                 continue;
             }
-            const double *in = plane + 2 * (size_t)(j0 + l) * sy;
+            const float *in = plane + 2 * (size_t)(j0 + l) * sy;
             buf[l] = in[0];
             for (int m = 1; m < N0 / 2; m++) { buf[W * (2 * m - 1) + l] = in[2 * m]; buf[W * 2 * m + l] = in[2 * m + 1]; }
             buf[W * (N0 - 1) + l] = in[2 * (N0 / 2)];
@@ -265,7 +276,7 @@ static int plane_inverse(struct vp_poisson *p, double *dst, const int n[3], int 
         if (vp_fft_exec(p->px, buf, 0)) return 1;
         for (int l = 0; l < rows; l++) {
             double *row = dst + 3 * ((size_t)n[0] * ((size_t)(j0 + l) + (size_t)n[1] * (size_t)k)) + c;
-            for (int i = 0; i < n[0]; i++) row[3 * (size_t)i] = buf[W * i + l];
+            for (int i = 0; i < n[0]; i++) row[3 * (size_t)i] = (double)buf[W * i + l];
         }
     }
     return 0;
@@ -280,11 +291,11 @@ static int planes_pass(struct vp_poisson *p, double *field, const int n[3], int 
 {
     int fail = 0;
     const long tasks = 3L * n[2];
-    const size_t nb = line_buffer_doubles(p);
+    const size_t nb = line_buffer_floats(p);
     (void)threads;
 #pragma omp parallel num_threads(threads) reduction(| : fail) if (p->len > POISSON_PARALLEL_MIN)
     {
-        double *buf = line_buffer(nb);
+        float *buf = line_buffer(nb);
         if (!buf) fail = 1;
 #pragma omp for schedule(dynamic)
         for (long t = 0; t < tasks; t++) {
@@ -304,15 +315,15 @@ static int build_kernel(struct vp_poisson *p, int threads)
 {
     const int N1 = p->N[1], N2 = p->N[2], M0 = p->M0, H1 = N1 / 2 + 1, H2 = N2 / 2 + 1;
     const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
-    const size_t nb = line_buffer_doubles(p);
-    double *full = malloc(2 * p->len * sizeof(double));
+    const size_t nb = line_buffer_floats(p);
+    float *full = malloc(2 * p->len * sizeof(float));
     if (!full) return VP_ERR_NOMEM;
     int fail = 0;
     (void)threads;
     for (int c = 0; c < 3 && !fail; c++) {
 #pragma omp parallel num_threads(threads) reduction(| : fail) if (p->len > POISSON_PARALLEL_MIN)
         {
-            double *buf = line_buffer(nb);
+            float *buf = line_buffer(nb);
             if (!buf) fail = 1;
 #pragma omp for schedule(dynamic)
             for (long k = 0; k < N2; k++) {
@@ -321,7 +332,7 @@ static int build_kernel(struct vp_poisson *p, int threads)
 #pragma omp for schedule(dynamic)
             for (long j = 0; j < H1; j++) {
                 if (!buf) continue;
-                double *row = full + 2 * (size_t)j * sy;
+                float *row = full + 2 * (size_t)j * sy;
                 if (strided_lines(p->pz, 1, row, sz, M0, N2, N2, H2, buf)) { fail = 1; continue; }
                 for (int k = 0; k < H2; k++)
                     for (int i = 0; i < M0; i++)
@@ -343,21 +354,21 @@ static int build_kernel(struct vp_poisson *p, int threads)
  * transform back keeping k < n2.  Lines go VP_FFT_LANES at a time (as in strided_lines) and
  * the cross product works on the same four-lane records.  Nonzero when out of memory. */
 VP_CLONES
-static int convolve_row(struct vp_poisson *p, const int n[3], double f, int j, double *buf)
+static int convolve_row(struct vp_poisson *p, const int n[3], float f, int j, float *buf)
 {
     const int N1 = p->N[1], N2 = p->N[2], M0 = p->M0, H1 = N1 / 2 + 1, W = VP_FFT_LANES;
     const size_t sy = (size_t)M0, sz = (size_t)M0 * (size_t)N1;
     const int jq = j <= N1 / 2 ? j : N1 - j;
-    const double ysign = j <= N1 / 2 ? 1.0 : -1.0;
+    const float ysign = j <= N1 / 2 ? 1.0f : -1.0f;
     for (int i0 = 0; i0 < M0; i0 += ROW_BLOCK) {
         const int B = M0 - i0 < ROW_BLOCK ? M0 - i0 : ROW_BLOCK, groups = (B + W - 1) / W;
-        double *lines[3] = {buf, buf + 8 * (size_t)N2 * ROW_GROUPS, buf + 16 * (size_t)N2 * ROW_GROUPS};
+        float *lines[3] = {buf, buf + REC * (size_t)N2 * ROW_GROUPS, buf + 2 * REC * (size_t)N2 * ROW_GROUPS};
         for (int c = 0; c < 3; c++) {
-            const double *base = p->work[c] + 2 * ((size_t)i0 + (size_t)j * sy);
+            const float *base = p->work[c] + 2 * ((size_t)i0 + (size_t)j * sy);
             for (int k = 0; k < n[2]; k++) gather_lanes(base + 2 * (size_t)k * sz, B, groups, lines[c], (size_t)N2, k);
             for (int g = 0; g < groups; g++) {
-                double *L = lines[c] + 8 * (size_t)g * N2;
-                memset(L + 8 * (size_t)n[2], 0, 8 * (size_t)(N2 - n[2]) * sizeof(double));
+                float *L = lines[c] + REC * (size_t)g * N2;
+                memset(L + REC * (size_t)n[2], 0, REC * (size_t)(N2 - n[2]) * sizeof(float));
                 if (vp_fft_exec(p->pz, L, 1)) return 1;
             }
         }
@@ -365,9 +376,9 @@ static int convolve_row(struct vp_poisson *p, const int n[3], double f, int j, d
             const int lanes = B - W * g < W ? B - W * g : W;
             for (int k = 0; k < N2; k++) {
                 const int kq = k <= N2 / 2 ? k : N2 - k;
-                const double zsign = k <= N2 / 2 ? 1.0 : -1.0;
+                const float zsign = k <= N2 / 2 ? 1.0f : -1.0f;
                 const size_t q0 = (size_t)(i0 + W * g) + (size_t)M0 * ((size_t)jq + (size_t)H1 * (size_t)kq);
-                vp_v4d gx = {0, 0, 0, 0}, gy = gx, gz = gx;
+                vp_v8f gx = {0}, gy = gx, gz = gx;
                 if (lanes == W) {
                     memcpy(&gx, p->kernel[0] + q0, sizeof gx); memcpy(&gy, p->kernel[1] + q0, sizeof gy);
                     memcpy(&gz, p->kernel[2] + q0, sizeof gz);
@@ -375,24 +386,24 @@ static int convolve_row(struct vp_poisson *p, const int n[3], double f, int j, d
                     for (int l = 0; l < lanes; l++) { gx[l] = p->kernel[0][q0 + l]; gy[l] = p->kernel[1][q0 + l]; gz[l] = p->kernel[2][q0 + l]; }
                 }
                 gx *= f; gy *= ysign * f; gz *= zsign * f;
-                double *A = lines[0] + 8 * ((size_t)g * N2 + (size_t)k), *Bv = lines[1] + 8 * ((size_t)g * N2 + (size_t)k);
-                double *C = lines[2] + 8 * ((size_t)g * N2 + (size_t)k);
-                vp_v4d ar, ai, br, bi, cr, ci;
-                memcpy(&ar, A, 32); memcpy(&ai, A + 4, 32); memcpy(&br, Bv, 32); memcpy(&bi, Bv + 4, 32);
-                memcpy(&cr, C, 32); memcpy(&ci, C + 4, 32);
+                float *A = lines[0] + REC * ((size_t)g * N2 + (size_t)k), *Bv = lines[1] + REC * ((size_t)g * N2 + (size_t)k);
+                float *C = lines[2] + REC * ((size_t)g * N2 + (size_t)k);
+                vp_v8f ar, ai, br, bi, cr, ci;
+                memcpy(&ar, A, 32); memcpy(&ai, A + 8, 32); memcpy(&br, Bv, 32); memcpy(&bi, Bv + 8, 32);
+                memcpy(&cr, C, 32); memcpy(&ci, C + 8, 32);
                 /* (Omega x g) times i: (re, im) -> (-im, re) */
-                vp_v4d ur = br * gz - cr * gy, ui = bi * gz - ci * gy;
-                vp_v4d vr = cr * gx - ar * gz, vi = ci * gx - ai * gz;
-                vp_v4d zr = ar * gy - br * gx, zi = ai * gy - bi * gx;
+                vp_v8f ur = br * gz - cr * gy, ui = bi * gz - ci * gy;
+                vp_v8f vr = cr * gx - ar * gz, vi = ci * gx - ai * gz;
+                vp_v8f zr = ar * gy - br * gx, zi = ai * gy - bi * gx;
                 ui = -ui; vi = -vi; zi = -zi;
-                memcpy(A, &ui, 32); memcpy(A + 4, &ur, 32); memcpy(Bv, &vi, 32); memcpy(Bv + 4, &vr, 32);
-                memcpy(C, &zi, 32); memcpy(C + 4, &zr, 32);
+                memcpy(A, &ui, 32); memcpy(A + 8, &ur, 32); memcpy(Bv, &vi, 32); memcpy(Bv + 8, &vr, 32);
+                memcpy(C, &zi, 32); memcpy(C + 8, &zr, 32);
             }
         }
         for (int c = 0; c < 3; c++) {
             for (int g = 0; g < groups; g++)
-                if (vp_fft_exec(p->pz, lines[c] + 8 * (size_t)g * N2, 0)) return 1;
-            double *base = p->work[c] + 2 * ((size_t)i0 + (size_t)j * sy);
+                if (vp_fft_exec(p->pz, lines[c] + REC * (size_t)g * N2, 0)) return 1;
+            float *base = p->work[c] + 2 * ((size_t)i0 + (size_t)j * sy);
             for (int k = 0; k < n[2]; k++) scatter_lanes(lines[c], (size_t)N2, k, B, base + 2 * (size_t)k * sz);
         }
     }
@@ -403,15 +414,15 @@ static int convolve_row(struct vp_poisson *p, const int n[3], double f, int j, d
  * thread takes one contiguous run of them (a row's values in a plane are M0 complex values,
  * not a whole number of cache lines: neighbouring rows on two threads shared a cache line in
  * every plane, which made 2 threads slower than 1 on small lattices). */
-static int rows_convolve(struct vp_poisson *p, const int n[3], double f, int threads)
+static int rows_convolve(struct vp_poisson *p, const int n[3], float f, int threads)
 {
-    const size_t nb = line_buffer_doubles(p);
+    const size_t nb = line_buffer_floats(p);
     const long N1 = p->N[1];
     int fail = 0;
     (void)threads;
 #pragma omp parallel num_threads(threads) reduction(| : fail) if (p->len > POISSON_PARALLEL_MIN)
     {
-        double *buf = line_buffer(nb);
+        float *buf = line_buffer(nb);
         if (!buf) fail = 1;
 #pragma omp for schedule(static)
         for (long j = 0; j < N1; j++)

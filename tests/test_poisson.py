@@ -187,9 +187,11 @@ def test_auto_picks_poisson_for_many_vortons_and_the_tree_for_few():
 def test_poisson_baseline_fft_copy_agrees_with_the_default():
     """The FFT lines are compiled twice, for AVX2 + FMA and for the baseline (fft_lines.cpp),
     and a CPU here always gets the first; VORTONPY_FFT_BASELINE=1 makes a process use the
-    second.  Both are exact transforms in double, differing only in rounding (FMA, operation
-    order): about 1e-16 relative per transform, so the grid velocities agree to 1e-12 of its
-    largest value or one copy is wrong."""
+    second.  Both are exact transforms in float32 (fft_lines.h), differing only in rounding
+    (FMA, operation order, the baseline's two 4-lane slices): about 1e-7 relative per 1D
+    transform, a few 1e-7 through the six 3D transforms of a solve, so the grid velocities
+    agree to 1e-5 of their largest value or one copy is wrong (a wrong transform is off by
+    O(1))."""
     import os
     import subprocess
     code = (
@@ -210,4 +212,4 @@ def test_poisson_baseline_fft_copy_agrees_with_the_default():
     sim = vp.scenes.vortex_ring(tracers=0, threads=1, core=0.3, spacing=0.15)
     u, _ = grid_velocity(sim, "poisson")
     assert u.shape == u_base.shape
-    assert np.abs(u - u_base).max() <= 1e-12 * np.abs(u).max()
+    assert np.abs(u - u_base).max() <= 1e-5 * np.abs(u).max()
