@@ -5,7 +5,7 @@ unit cube with 2e4 tracers spread 1-4x wider (the tracers enlarge the grid, not 
 Prints per case the vortons per node and the time ratio tree / poisson (> 1: poisson faster),
 and per lattice size the crossover ratio n / nodes, interpolated where the ratio crosses 1.
 ``solver="auto"`` (csrc/vortonpy.h) picks poisson from 1000 vortons where
-n / nodes >= VP_AUTO_POISSON_RATIO (1000 / n)^0.3: this script is how that rule was set.
+n / nodes >= VP_AUTO_POISSON_RATIO (1000 / n)^0.35: this script is how that rule was set.
 Each time is the best of ``--repeats`` rounds of a few solves, the two solvers alternating.
 
     python benchmarks/bench_crossover.py [--threads 2] [--sizes 1000,3375,10000]
@@ -24,6 +24,9 @@ import _common as C  # noqa: E402
 import numpy as np  # noqa: E402
 
 import vortonpy as vp  # noqa: E402
+
+# auto's rule (csrc/vortonpy.h, vp_auto_solver in csrc/sim.c): poisson where n / nodes >= RATIO (1000 / n)^EXPONENT
+RATIO, EXPONENT = 0.12, 0.35
 
 
 def solve_times(sim, repeats: int, solves: int) -> dict:
@@ -71,7 +74,7 @@ def main(argv=None) -> None:
             if q0 < 1 <= q1:
                 cross = float(np.exp(np.interp(0.0, [np.log(q0), np.log(q1)], [np.log(r0), np.log(r1)])))
         crossings.append(dict(vortons=len(sim.vortons), crossover=cross,
-                              rule=0.17 * (1000 / len(sim.vortons)) ** 0.3 if len(sim.vortons) > 1000 else 0.17))
+                              rule=RATIO * (1000 / len(sim.vortons)) ** EXPONENT if len(sim.vortons) > 1000 else RATIO))
     print()
     print(C.md_table(["vortons", "tracer spread", "nodes", "vortons/node", "tree ms", "poisson ms", "tree/poisson"], rows))
     print()

@@ -438,7 +438,7 @@ int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int s
 int vp_auto_solver(size_t n, size_t nn)
 {
     if (n < VP_AUTO_POISSON_MIN || nn == 0) return VP_SOLVER_TREE;
-    double r = VP_AUTO_POISSON_RATIO * (n > 1000 ? pow(1000.0 / (double)n, 0.3) : 1.0);
+    double r = VP_AUTO_POISSON_RATIO * (n > 1000 ? pow(1000.0 / (double)n, 0.35) : 1.0);
     return (double)n >= r * (double)nn ? VP_SOLVER_POISSON : VP_SOLVER_TREE;
 }
 

@@ -24,21 +24,21 @@ typedef enum {
 } vp_status;
 
 /* AUTO: poisson from VP_AUTO_POISSON_MIN vortons up where the grid is not much larger than the
- * vortons need, n / nodes >= VP_AUTO_POISSON_RATIO (1000 / n)^0.3; the tree otherwise.  Both
+ * vortons need, n / nodes >= VP_AUTO_POISSON_RATIO (1000 / n)^0.35; the tree otherwise.  Both
  * solvers evaluate the velocity at every node, but the tree's cost per node grows with log n
- * while poisson's (FFTs of the padded grid) does not depend on n: poisson is 1.5x faster for
- * 1e3 vortons on 2197 nodes and 4.8x for 1e4 on 13824, but 0.3-0.4x where tracers spread the
+ * while poisson's (FFTs of the padded grid) does not depend on n: poisson is 2.2x faster for
+ * 1e3 vortons on 2197 nodes and 9x for 1e4 on 13824, but 0.4-0.6x where tracers spread the
  * grid 4x wider than the vortons.  Crossover ratio measured on vortex-noise lattices with
- * tracers spread 1-4x wider, at 2 threads (this project's 2-core EPYC, after the tree's
- * target-vectorised lists): ~0.2 at 1e3 vortons, ~0.13 at 1331-3375, ~0.085 at 1e4, ~0.066 at
- * 3e4 (it was 0.11 / 0.06 / 0.03 with the slower tree, as 0.12 sqrt(1000 / n)).  Poisson is
- * also faster on compact sets of a few hundred vortons, but not chosen there: with one cell
- * per vorton over a non-uniform set the grid is coarser than the dense part's spacing, and
- * its smoothing (sigma >= 0.8 h) changes the flow (hot_ball with 450 vortons: the tree and
- * the direct sum agree on a counter-rotating pair, poisson does not). */
+ * tracers spread 1-4x wider, at 2 threads (this project's 2-core EPYC; benchmarks/
+ * bench_crossover.py, with the tree's target-vectorised lists and poisson's float32
+ * transforms): ~0.13 at 1e3 vortons, ~0.075 at 3375, ~0.052 at 1e4, ~0.042 at 3e4.  Poisson
+ * is also faster on compact sets of a few hundred vortons, but not chosen there: with one
+ * cell per vorton over a non-uniform set the grid is coarser than the dense part's spacing,
+ * and its smoothing (sigma >= 0.8 h) changes the flow (hot_ball with 450 vortons: the tree
+ * and the direct sum agree on a counter-rotating pair, poisson does not). */
 typedef enum { VP_SOLVER_DIRECT = 0, VP_SOLVER_TREE = 1, VP_SOLVER_POISSON = 2, VP_SOLVER_AUTO = 3 } vp_solver;
 #define VP_AUTO_POISSON_MIN 1000
-#define VP_AUTO_POISSON_RATIO 0.17
+#define VP_AUTO_POISSON_RATIO 0.12
 
 /* Step phases, for timings and error reports.  Order = physics.md section 2. */
 enum {
