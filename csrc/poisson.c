@@ -74,6 +74,9 @@ struct vp_poisson {
     size_t work_len;     /* M0*N1*(N2/2) complex values per work array */
     size_t kernel_len;   /* M0*(N1/2+1)*(N2/2+1) */
     int valid;           /* 1 once the kernel transform is computed */
+    double in_scale;     /* the forward pass's factor on the splatted strengths: 1 / h^3, so that
+                            float32 holds the grid vorticity (of the flow's own magnitude) rather
+                            than strengths w V, which underflow at small length scales */
 };
 
 void vp_poisson_free(struct vp_poisson *p)
@@ -228,7 +231,7 @@ static int plane_forward(struct vp_poisson *p, const double *src, const int n[3]
                 for (int i = 0; i < N0; i++) buf[W * i + l] = 0.0f;
             } else if (src) {
                 const double *row = src + 3 * ((size_t)n[0] * ((size_t)j + (size_t)n[1] * (size_t)k)) + c;
-                for (int i = 0; i < n[0]; i++) buf[W * i + l] = (float)row[3 * (size_t)i];
+                for (int i = 0; i < n[0]; i++) buf[W * i + l] = (float)(row[3 * (size_t)i] * p->in_scale);
                 for (int i = n[0]; i < N0; i++) buf[W * i + l] = 0.0f;
             } else {
                 int sk_j, sk_k;
@@ -652,8 +655,10 @@ int vp_poisson_velocity_grid(vp_sim *s)
             if ((st = build_kernel(p, threads))) { free(out_idx); return st; }
         }
         /* u^ = Omega^ x i K / (h^2 Ntot): the kernel transform for spacing h is h^-2 times
-         * the h = 1 one; 1/Ntot normalises the inverse transform */
-        const double f = 1.0 / (h * h * (double)N[0] * (double)N[1] * (double)N[2]);
+         * the h = 1 one; 1/Ntot normalises the inverse transform.  The forward pass carries
+         * Omega / h^3 (in_scale), so the factor here is h^3 times that: h / Ntot. */
+        p->in_scale = 1.0 / (h * h * h);
+        const double f = h / ((double)N[0] * (double)N[1] * (double)N[2]);
         if ((st = planes_pass(p, vel, g->n, 1, threads)) || (st = rows_convolve(p, g->n, f, threads)) ||
             (st = planes_pass(p, vel, g->n, 0, threads))) {
             free(out_idx);
