@@ -18,7 +18,8 @@
  *
  * Precision.  The transforms, the work arrays and the kernel transform are float32, eight
  * lines per AVX2 vector (fft_lines.h): the strengths are splatted in double and rounded once
- * into the transform, and the velocity comes back into the double grid.  Rounding through the
+ * into the transform as grid vorticity (strength / h^3: values of the flow's own magnitude,
+ * whatever the length unit), and the velocity comes back into the double grid.  Rounding through the
  * six 3D transforms is a few 1e-7 of the field's largest value, far below the method's own
  * error (the CIC splat and the kernel's core: 1e-2 to 1e-1 against the direct sum); poisson's
  * error against the direct sum is unchanged to six digits from the double transforms, which
