@@ -153,6 +153,22 @@ static void limits_plan(size_t n, size_t *m, size_t *step, size_t *klo, size_t *
     *klo = (size_t)(0.005 * (*m - 1)); *khi = *m - 1 - (size_t)(0.995 * (*m - 1));
 }
 
+/* Inside a parallel region, called by every thread of the team: this thread's share of the
+ * sample (limits_sample), a barrier, then the six tail selections shared by the threads
+ * (3 axes, low and high) into q. */
+static void limits_sample_select(const vp_sim *s, size_t nv, size_t n, size_t m, size_t step, size_t klo, size_t khi,
+                                 double *buf, double q[6])
+{
+    int me = 0, nth = 1;
+#ifdef _OPENMP
+    me = omp_get_thread_num(); nth = omp_get_num_threads();
+#endif
+    limits_sample(s, nv, n, m, step, (long)m * me / nth, (long)m * (me + 1) / nth, buf);
+#pragma omp barrier
+#pragma omp for schedule(static)
+    for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
+}
+
 /* The limits from the six quantiles q (low and high per axis). */
 static void limits_from(const double q[6], double lim_lo[3], double lim_hi[3])
 {
@@ -187,16 +203,7 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
     const int threads = s->params.threads;
     (void)threads;
 #pragma omp parallel num_threads(threads) if (m >= 1024)
-    {
-        int me = 0, nth = 1;
-#ifdef _OPENMP
-        me = omp_get_thread_num(); nth = omp_get_num_threads();
-#endif
-        limits_sample(s, nv, n, m, step, (long)m * me / nth, (long)m * (me + 1) / nth, buf);
-#pragma omp barrier
-#pragma omp for schedule(static)
-        for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
-    }
+    limits_sample_select(s, nv, n, m, step, klo, khi, buf, q);
     limits_from(q, lim_lo, lim_hi);
     free(buf);
 }
@@ -218,46 +225,73 @@ static void bounds_runs(const double *restrict t, long r0, long r1, const double
     }
 }
 
-/* Min and max per axis of n points' coordinates t (vortons' or tracers') inside the robust
- * limits (coordinates outside count as absent); nonzero if any coordinate is not finite.
- * The positions are read as one flat array in runs of 12 doubles (4 points: the x, y, z
- * pattern repeats), so every lane sees one axis and the loop vectorises; min and max are
- * exact, so the result does not depend on the thread count. */
-static int point_bounds(const double *t, size_t n, int threads, const double lim_lo[3], const double lim_hi[3],
-                        double lo[3], double hi[3])
+/* Per-lane min, max and non-finite detector of coordinates read in runs of 12 doubles (4
+ * points: every lane sees one axis), for point_bounds and domain_bounds.  Min and max are
+ * exact, so the order in which shares are merged does not matter. */
+typedef struct { double mn[12], mx[12], bad[12]; } box12;
+
+static void box12_init(box12 *b)
 {
-    const long n3 = 3 * (long)n, runs = n3 / 12;
-    double L[12], H[12], mn[12], mx[12], bad[12];
-    for (int j = 0; j < 12; j++) { L[j] = lim_lo[j % 3]; H[j] = lim_hi[j % 3]; mn[j] = INFINITY; mx[j] = -INFINITY; bad[j] = 0; }
-    for (long k = 12 * runs; k < n3; k++) { /* the tail, then the runs */
+    for (int j = 0; j < 12; j++) { b->mn[j] = INFINITY; b->mx[j] = -INFINITY; b->bad[j] = 0; }
+}
+
+/* The coordinates of t (n points) past its last whole run. */
+static void box12_tail(box12 *b, const double *t, size_t n, const double L[12], const double H[12])
+{
+    for (long k = 12 * (3 * (long)n / 12); k < 3 * (long)n; k++) {
         double c = t[k]; int j = (int)(k % 3);
-        bad[j] += c * 0.0;
-        if (c >= L[j] && c <= H[j]) { mn[j] = c < mn[j] ? c : mn[j]; mx[j] = c > mx[j] ? c : mx[j]; }
+        b->bad[j] += c * 0.0;
+        if (c >= L[j] && c <= H[j]) { b->mn[j] = c < b->mn[j] ? c : b->mn[j]; b->mx[j] = c > b->mx[j] ? c : b->mx[j]; }
     }
-    (void)threads;
-#pragma omp parallel num_threads(threads) if (runs > 8192)
-    {
-        double m1[12], m2[12], b1[12];
-        for (int j = 0; j < 12; j++) { m1[j] = INFINITY; m2[j] = -INFINITY; b1[j] = 0; }
-        int nth = 1, me = 0;
+}
+
+/* Inside a parallel region (or alone): this thread's share of t's runs, merged into b. */
+static void box12_share(box12 *b, const double *t, size_t n, const double L[12], const double H[12])
+{
+    const long runs = 3 * (long)n / 12;
+    int me = 0, nth = 1;
 #ifdef _OPENMP
-        nth = omp_get_num_threads(); me = omp_get_thread_num();
+    me = omp_get_thread_num(); nth = omp_get_num_threads();
 #endif
-        long r0 = runs * me / nth, r1 = runs * (me + 1) / nth;
-        bounds_runs(t, r0, r1, L, H, m1, m2, b1);
-#pragma omp critical(vp_point_bounds)
-        for (int j = 0; j < 12; j++) {
-            mn[j] = m1[j] < mn[j] ? m1[j] : mn[j]; mx[j] = m2[j] > mx[j] ? m2[j] : mx[j]; bad[j] += b1[j];
-        }
+    box12 own;
+    box12_init(&own);
+    if (runs) bounds_runs(t, runs * me / nth, runs * (me + 1) / nth, L, H, own.mn, own.mx, own.bad);
+#pragma omp critical(vp_box12)
+    for (int j = 0; j < 12; j++) {
+        b->mn[j] = own.mn[j] < b->mn[j] ? own.mn[j] : b->mn[j]; b->mx[j] = own.mx[j] > b->mx[j] ? own.mx[j] : b->mx[j];
+        b->bad[j] += own.bad[j];
     }
+}
+
+/* The box per axis (lo > hi when empty); nonzero if any coordinate was not finite. */
+static int box12_result(const box12 *b, double lo[3], double hi[3])
+{
     int nonfinite = 0;
     for (int a = 0; a < 3; a++) { lo[a] = INFINITY; hi[a] = -INFINITY; }
     for (int j = 0; j < 12; j++) {
-        nonfinite |= bad[j] != 0.0;
-        lo[j % 3] = mn[j] < lo[j % 3] ? mn[j] : lo[j % 3];
-        hi[j % 3] = mx[j] > hi[j % 3] ? mx[j] : hi[j % 3];
+        nonfinite |= b->bad[j] != 0.0;
+        lo[j % 3] = b->mn[j] < lo[j % 3] ? b->mn[j] : lo[j % 3];
+        hi[j % 3] = b->mx[j] > hi[j % 3] ? b->mx[j] : hi[j % 3];
     }
     return nonfinite;
+}
+
+/* Min and max per axis of n points' coordinates t (vortons' or tracers') inside the robust
+ * limits (coordinates outside count as absent); nonzero if any coordinate is not finite.
+ * The positions are read as one flat array in runs of 12 doubles (box12), so the loop
+ * vectorises; the result does not depend on the thread count. */
+static int point_bounds(const double *t, size_t n, int threads, const double lim_lo[3], const double lim_hi[3],
+                        double lo[3], double hi[3])
+{
+    double L[12], H[12];
+    for (int j = 0; j < 12; j++) { L[j] = lim_lo[j % 3]; H[j] = lim_hi[j % 3]; }
+    box12 b;
+    box12_init(&b);
+    box12_tail(&b, t, n, L, H);
+    (void)threads;
+#pragma omp parallel num_threads(threads) if (3 * (long)n / 12 > 8192)
+    box12_share(&b, t, n, L, H);
+    return box12_result(&b, lo, hi);
 }
 
 /* The boxes of phase 1: the vortons' (vlo, vhi) and the tracers' (tlo, thi) coordinates
@@ -284,54 +318,21 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
     }
     const double *xs[2] = {xv, xt};
     const size_t ns[2] = {nv, nt};
-    const long runs[2] = {3 * (long)nv / 12, 3 * (long)nt / 12};
-    double L[12], H[12], mn[2][12], mx[2][12], bad[2][12], q[6];
-    for (int j = 0; j < 12; j++) {
-        L[j] = -INFINITY; H[j] = INFINITY;
-        for (int c = 0; c < 2; c++) { mn[c][j] = INFINITY; mx[c][j] = -INFINITY; bad[c][j] = 0; }
-    }
-    for (int c = 0; c < 2; c++) /* the tails past the last run of 12 */
-        for (long k = 12 * runs[c]; k < 3 * (long)ns[c]; k++) {
-            double v = xs[c][k]; int j = (int)(k % 3);
-            bad[c][j] += v * 0.0;
-            if (v >= L[j] && v <= H[j]) { mn[c][j] = v < mn[c][j] ? v : mn[c][j]; mx[c][j] = v > mx[c][j] ? v : mx[c][j]; }
-        }
+    double L[12], H[12], q[6];
+    for (int j = 0; j < 12; j++) { L[j] = -INFINITY; H[j] = INFINITY; }
+    box12 b[2];
+    for (int c = 0; c < 2; c++) { box12_init(&b[c]); box12_tail(&b[c], xs[c], ns[c], L, H); }
     (void)threads;
-#pragma omp parallel num_threads(threads) if (runs[0] + runs[1] > 8192 || m >= 1024)
+#pragma omp parallel num_threads(threads) if (3 * (long)n / 12 > 8192 || m >= 1024)
     {
-        int me = 0, nth = 1;
-#ifdef _OPENMP
-        me = omp_get_thread_num(); nth = omp_get_num_threads();
-#endif
-        for (int c = 0; c < 2; c++) {
-            double m1[12], m2[12], b1[12];
-            for (int j = 0; j < 12; j++) { m1[j] = INFINITY; m2[j] = -INFINITY; b1[j] = 0; }
-            if (runs[c]) bounds_runs(xs[c], runs[c] * me / nth, runs[c] * (me + 1) / nth, L, H, m1, m2, b1);
-#pragma omp critical(vp_domain_bounds)
-            for (int j = 0; j < 12; j++) {
-                mn[c][j] = m1[j] < mn[c][j] ? m1[j] : mn[c][j]; mx[c][j] = m2[j] > mx[c][j] ? m2[j] : mx[c][j];
-                bad[c][j] += b1[j];
-            }
-        }
-        if (buf) {
-            limits_sample(s, nv, n, m, step, (long)m * me / nth, (long)m * (me + 1) / nth, buf);
-#pragma omp barrier
-#pragma omp for schedule(static)
-            for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
-        }
+        for (int c = 0; c < 2; c++) box12_share(&b[c], xs[c], ns[c], L, H);
+        if (buf) limits_sample_select(s, nv, n, m, step, klo, khi, buf, q);
     }
     if (buf) limits_from(q, lim_lo, lim_hi);
     free(buf);
     double *lo[2] = {vlo, tlo}, *hi[2] = {vhi, thi};
     for (int c = 0; c < 2; c++) {
-        int nonfinite = 0;
-        for (int a = 0; a < 3; a++) { lo[c][a] = INFINITY; hi[c][a] = -INFINITY; }
-        for (int j = 0; j < 12; j++) {
-            nonfinite |= bad[c][j] != 0.0;
-            lo[c][j % 3] = mn[c][j] < lo[c][j % 3] ? mn[c][j] : lo[c][j % 3];
-            hi[c][j % 3] = mx[c][j] > hi[c][j % 3] ? mx[c][j] : hi[c][j % 3];
-        }
-        if (nonfinite) return 1;
+        if (box12_result(&b[c], lo[c], hi[c])) return 1;
         int inside = 1;
         for (int a = 0; a < 3; a++) inside &= !(lo[c][a] <= hi[c][a]) || (lo[c][a] >= lim_lo[a] && hi[c][a] <= lim_hi[a]);
         if (!inside && point_bounds(xs[c], ns[c], threads, lim_lo, lim_hi, lo[c], hi[c])) return 1;
