@@ -41,6 +41,7 @@ void vp_params_init(vp_params *p)
     p->stretch = 1;
     p->baroclinic = 1;
     p->rollback = 0;
+    p->overlap = 1;
 }
 
 vp_sim *vp_sim_create(const vp_params *p)
@@ -67,7 +68,7 @@ void vp_sim_free(vp_sim *s)
     free(s->bodies); free(s->emitters);
     free(s->cell_velocity);
     free(s->grid_velocity); free(s->grid_jacobian); free(s->grid_density); free(s->grid_density_gradient);
-    free(s->scratch);
+    free(s->scratch); free(s->tracer_scratch);
     free(s->backup); free(s->backup_bodies); free(s->backup_emitters);
     vp_tree_free(s->tree);
     vp_poisson_free(s->poisson);
@@ -499,7 +500,7 @@ int vp_sim_velocity_at(vp_sim *s, size_t m, const double *points, double *vel)
  * The coefficients are differences of the corner values taken in double, so the polynomial
  * equals the corners to float rounding.  Tracers are passive, so float32 (7 digits) costs them
  * nothing visible; vortons keep the double grid. */
-static int gather_cell_velocity(vp_sim *s)
+static int gather_cell_velocity(vp_sim *s, int threads)
 {
     const vp_grid *g = &s->grid;
     const long c0 = g->n[0] - 1, c1 = g->n[1] - 1, c2 = g->n[2] - 1;
@@ -513,7 +514,6 @@ static int gather_cell_velocity(vp_sim *s)
     const size_t sy = (size_t)g->n[0], sz = (size_t)g->n[0] * (size_t)g->n[1];
     const double *v = s->grid_velocity, *rho = s->grid_density;
     float *out = s->cell_velocity;
-    int threads = s->params.threads;
     (void)threads;
 #pragma omp parallel for num_threads(threads) schedule(static) if (nc > 256)
     for (long k = 0; k < c2; k++)
@@ -748,53 +748,85 @@ static size_t advect_nodes_range(const vp_grid *g, const double *restrict gv, co
     return c;
 }
 
-/* Phase 6 (physics.md 2.6): advection through the grid velocity.  Order 2 is Heun's
- * method in the frozen field of this step (u at x and at the Euler predictor, averaged);
- * order 1 is the seeds' explicit Euler.  The velocity used is cached on the particle.
- * With cells (tracers, many per node) the lookups use the gathered float32 cells and also
- * sample the density deviation into dens; without, the double grid (vortons). */
-static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cells, double *dens, int project)
+/* The cell path's pass over the tracers (advect_cells_range), in blocks: block b covers
+ * tracers [b block, (b + 1) block), its outliers' indices go to oidx[b block ...] and their
+ * count to ocnt[b].  Blocks are independent, so they may run on any thread in any order. */
+typedef struct {
+    cell_geom G;
+    double glo[3], ghi[3], dt;
+    int order, nbod;
+    long n, block, nb;
+    double *x, *vel, *dens;
+    size_t *oidx, *ocnt;
+    const vp_body *bodies;
+} cells_pass;
+
+static void cells_pass_block(const cells_pass *P, long b)
 {
-    double dt = s->params.dt;
-    int order = s->params.advect_order, threads = s->params.threads;
-    (void)threads;
-    const vp_grid *g = &s->grid;
-    double glo[3], ghi[3];
+    const long i1 = vp_block_end(b, P->block, P->n);
+    P->ocnt[b] = advect_cells_range(&P->G, P->glo, P->ghi, P->dt, P->order, b * P->block, i1, P->x, P->vel, P->dens,
+                                    P->oidx + b * P->block, P->bodies, P->nbod);
+}
+
+static void grid_box(const vp_grid *g, double glo[3], double ghi[3])
+{
     for (int a = 0; a < 3; a++) { glo[a] = g->origin[a]; ghi[a] = g->origin[a] + g->h * (g->n[a] - 1); }
-    /* the outliers' indices: block b's at oidx[b * block ...], their count in ocnt[b].  Blocks
-     * of 2048 tracers, or 512 below 2^18: hot_ball's 5e4 then make 98, shared evenly by two
-     * threads (in blocks of 2048, 13 and 12); 1e6 ran 0.95x in blocks of 512. */
-    const long block = cells ? (n < ((size_t)1 << 18) ? 512 : 2048) : 64, nb = ((long)n + block - 1) / block;
-    size_t *oidx = (size_t *)vp_sim_scratch(s, n + (size_t)nb), *ocnt = oidx ? oidx + n : NULL;
-    if (!oidx) return VP_ERR_NOMEM;
-    if (cells) {
-        cell_geom G;
-        for (int a = 0; a < 3; a++) { G.o[a] = g->origin[a]; G.top[a] = (double)(g->n[a] - 1); G.last[a] = g->n[a] - 2; }
-        G.inv_h = 1.0 / g->h;
-        G.sy = (size_t)(g->n[0] - 1); G.sz = G.sy * (size_t)(g->n[1] - 1);
-        G.cells = cells;
-        G.prefetch = 32 * sizeof(float) * G.sz * (size_t)(g->n[2] - 1) > VP_PREFETCH_CELLS_BYTES;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 4096)
-        for (long b = 0; b < nb; b++) {
-            long i1 = vp_block_end(b, block, (long)n);
-            ocnt[b] = advect_cells_range(&G, glo, ghi, dt, order, b * block, i1, x, vel, dens, oidx + b * block,
-                                         s->bodies, project ? (int)s->n_bodies : 0);
-        }
-    } else {
-#pragma omp parallel for num_threads(threads) schedule(static)
-        for (long b = 0; b < nb; b++) {
-            const long i1 = vp_block_end(b, block, (long)n);
-            ocnt[b] = advect_nodes_range(g, s->grid_velocity, glo, ghi, dt, order, b * block, i1, x, vel, oidx + b * block);
-        }
+}
+
+/* The outlier lists of nb blocks of `block` particles, in the tracers' own scratch (kind 1:
+ * the overlapped phases use the sim's scratch for the vortons at the same time) or the
+ * sim's (vortons). */
+static size_t *outlier_lists(vp_sim *s, int tracers, size_t n, long nb)
+{
+    size_t need = n + (size_t)nb;
+    if (!tracers) return (size_t *)vp_sim_scratch(s, need);
+    if (need > s->tracer_scratch_allocated) {
+        size_t *p = realloc(s->tracer_scratch, need * sizeof(size_t));
+        if (!p) return NULL;
+        s->tracer_scratch = p; s->tracer_scratch_allocated = need;
     }
-    size_t n_out = 0; /* the lists, packed in order (n_out <= b * block: nothing is overwritten early) */
+    return s->tracer_scratch;
+}
+
+/* The cell pass over n tracers, set up (the cells gathered already): blocks of 2048
+ * tracers, or 512 below 2^18: hot_ball's 5e4 then make 98, shared evenly by two threads (in
+ * blocks of 2048, 13 and 12); 1e6 ran 0.95x in blocks of 512. */
+static int cells_pass_init(vp_sim *s, size_t n, double *x, double *vel, double *dens, int project, cells_pass *P)
+{
+    const vp_grid *g = &s->grid;
+    P->dt = s->params.dt; P->order = s->params.advect_order;
+    grid_box(g, P->glo, P->ghi);
+    P->n = (long)n;
+    P->block = n < ((size_t)1 << 18) ? 512 : 2048;
+    P->nb = (P->n + P->block - 1) / P->block;
+    P->oidx = outlier_lists(s, 1, n, P->nb);
+    if (!P->oidx) return VP_ERR_NOMEM;
+    P->ocnt = P->oidx + n;
+    P->x = x; P->vel = vel; P->dens = dens;
+    P->bodies = s->bodies; P->nbod = project ? (int)s->n_bodies : 0;
+    cell_geom *G = &P->G;
+    for (int a = 0; a < 3; a++) { G->o[a] = g->origin[a]; G->top[a] = (double)(g->n[a] - 1); G->last[a] = g->n[a] - 2; }
+    G->inv_h = 1.0 / g->h;
+    G->sy = (size_t)(g->n[0] - 1); G->sz = G->sy * (size_t)(g->n[1] - 1);
+    G->cells = s->cell_velocity;
+    G->prefetch = 32 * sizeof(float) * G->sz * (size_t)(g->n[2] - 1) > VP_PREFETCH_CELLS_BYTES;
+    return VP_OK;
+}
+
+/* After the blocks: the outliers (packed in order, n_out <= b * block: nothing is
+ * overwritten early) move by the solver's velocity at their position, and, with project,
+ * the blocks of 64 (advect_cells_range's) that held outliers are projected out of the
+ * bodies, now that they have moved: each tracer once per body, bodies in order, as in
+ * vp_sim_collide. */
+static int finish_outliers(vp_sim *s, size_t n, double *x, double *vel, size_t *oidx, const size_t *ocnt, long nb,
+                           long block, int project)
+{
+    size_t n_out = 0;
     for (long b = 0; b < nb; b++)
         for (size_t q = 0; q < ocnt[b]; q++) oidx[n_out++] = oidx[b * block + (long)q];
     if (!n_out) return VP_OK;
     int st = advect_outliers(s, x, vel, oidx, n_out);
-    if (st || !project || !cells) return st;
-    /* the blocks of 64 (advect_cells_range's) that held outliers, now that they have moved:
-     * each tracer is projected once per body, bodies in order, as in vp_sim_collide */
+    if (st || !project) return st;
     for (size_t q = 0, last = SIZE_MAX; q < n_out; q++) {
         const size_t b0 = oidx[q] / 64 * 64;
         if (b0 == last) continue;
@@ -805,10 +837,59 @@ static int advect(vp_sim *s, size_t n, double *x, double *vel, const float *cell
     return VP_OK;
 }
 
+/* Phase 6 (physics.md 2.6): advection through the grid velocity.  Order 2 is Heun's
+ * method in the frozen field of this step (u at x and at the Euler predictor, averaged);
+ * order 1 is the seeds' explicit Euler.  The velocity used is cached on the particle.
+ * With cells (tracers, many per node; gathered already) the lookups use the gathered
+ * float32 cells and also sample the density deviation into dens; without, the double grid
+ * (vortons, and tracers fewer than the nodes). */
+static int advect(vp_sim *s, int tracers, size_t n, double *x, double *vel, int cells, double *dens, int project)
+{
+    int threads = s->params.threads, st;
+    (void)threads;
+    if (cells) {
+        cells_pass P;
+        if ((st = cells_pass_init(s, n, x, vel, dens, project, &P))) return st;
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 4096)
+        for (long b = 0; b < P.nb; b++) cells_pass_block(&P, b);
+        return finish_outliers(s, n, x, vel, P.oidx, P.ocnt, P.nb, P.block, project);
+    }
+    const vp_grid *g = &s->grid;
+    const double dt = s->params.dt;
+    const int order = s->params.advect_order;
+    double glo[3], ghi[3];
+    grid_box(g, glo, ghi);
+    const long block = 64, nb = ((long)n + block - 1) / block;
+    size_t *oidx = outlier_lists(s, tracers, n, nb), *ocnt = oidx ? oidx + n : NULL;
+    if (!oidx) return VP_ERR_NOMEM;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long b = 0; b < nb; b++) {
+        const long i1 = vp_block_end(b, block, (long)n);
+        ocnt[b] = advect_nodes_range(g, s->grid_velocity, glo, ghi, dt, order, b * block, i1, x, vel, oidx + b * block);
+    }
+    return finish_outliers(s, n, x, vel, oidx, ocnt, nb, block, 0);
+}
+
 int vp_advect_vortons(vp_sim *s)
 {
     if (!s->vortons.n) return VP_OK;
-    return advect(s, s->vortons.n, s->vortons.position->data, s->vortons.velocity->data, NULL, NULL, 0);
+    return advect(s, 0, s->vortons.n, s->vortons.position->data, s->vortons.velocity->data, 0, NULL, 0);
+}
+
+/* Whether the tracers take the cell path (many tracers per node: the cells are gathered
+ * once, then a lookup is one read), and whether the density grid is anything but uniform. */
+static int tracers_use_cells(const vp_sim *s)
+{
+    const size_t nn = vp_grid_count(&s->grid);
+    return s->tracers.n >= nn && nn < (size_t)1 << 30;
+}
+
+static int density_nonuniform(const vp_sim *s)
+{
+    const size_t nn = vp_grid_count(&s->grid);
+    int any = 0;
+    for (size_t k = 0; k < nn && !any; k++) any = s->grid_density[k] != 0.0;
+    return any;
 }
 
 /* Tracers also sample the density grid, so dye can be coloured by density or temperature.
@@ -820,16 +901,15 @@ int vp_advect_tracers(vp_sim *s, int *projected)
     vp_tracers *t = &s->tracers;
     if (projected) *projected = 0;
     if (!t->n) return VP_OK;
-    size_t nn = vp_grid_count(&s->grid);
-    int any = 0, st;
-    for (size_t k = 0; k < nn && !any; k++) any = s->grid_density[k] != 0.0;
+    const int any = density_nonuniform(s);
+    int st;
     double *x = t->position->data, *d = t->density->data;
-    if (t->n >= nn && nn < (size_t)1 << 30) { /* many tracers per node: gather the cells once, then one read per lookup (int cell index) */
-        if ((st = gather_cell_velocity(s))) return st;
-        if ((st = advect(s, t->n, x, t->velocity->data, s->cell_velocity, any ? d : NULL, projected != NULL))) return st;
+    if (tracers_use_cells(s)) {
+        if ((st = gather_cell_velocity(s, s->params.threads))) return st;
+        if ((st = advect(s, 1, t->n, x, t->velocity->data, 1, any ? d : NULL, projected != NULL))) return st;
         if (projected) *projected = 1;
     } else {
-        if ((st = advect(s, t->n, x, t->velocity->data, NULL, NULL, 0))) return st;
+        if ((st = advect(s, 1, t->n, x, t->velocity->data, 0, NULL, 0))) return st;
         if (any) {
             int threads = s->params.threads;
             (void)threads;
@@ -839,6 +919,87 @@ int vp_advect_tracers(vp_sim *s, int *projected)
     }
     if (!any) memset(d, 0, t->n * sizeof(double)); /* uniform ambient fluid: nothing to sample */
     return VP_OK;
+}
+
+/* Work estimates for overlap_wanted, in units of one tracer's cell-path step (~10 ns on
+ * this machine at one thread): a vorton's diffusion (PSE with ~100 neighbours; per
+ * exchange) and its advection.  Measured at one thread: diffusion plus advection take
+ * 270-340 ns a vorton on noise lattices of 1e3-3e3 vortons and on hot_ball's states, ~470
+ * on spinning_ball's (bunched at the ball: more neighbours, more guard pairs). */
+#define OVERLAP_VORTON_PSE 32.0
+#define OVERLAP_VORTON_ADVECT 3.0
+/* How much longer than the other threads' tracer work the one thread's vorton chain may
+ * be.  With V the chain's time on one thread, W the tracers', and s_v, s_t the phases'
+ * speed-ups on two threads, the phases in turn take V / s_v + W / s_t and overlapped
+ * V + (W - V) / s_t (while V <= W): the overlap saves V (1 / s_v + 1 / s_t - 1), about
+ * 0.2 V here (diffusion below ~5e3 vortons runs only ~1.5x faster on two threads: its
+ * setup, cell list and guard are short serial stretches between barriers).  Past V = W the
+ * tracers' thread waits, and the saving shrinks to zero near V ~ 1.6 W.  Measured (noise
+ * lattices, 2 threads): 1e3 vortons and 5e4 tracers 1.22x the frame, 2e3 and 3e4 1.06x,
+ * 5e3 and 5e4 0.98x. */
+#define OVERLAP_SLACK 1.25
+
+/* Whether phases 5-6 (diffusion, vorton advection) should run on one thread while the
+ * others advect the tracers (diffuse_advect_overlapped): with T threads, when the vortons'
+ * serial work W_v and the tracers' W_t satisfy (T - 1) W_v <= OVERLAP_SLACK W_t.  The
+ * tracers must take the cell path.  Either way the results are bitwise the same. */
+static int overlap_wanted(const vp_sim *s)
+{
+    const int threads = s->params.threads;
+    if (!s->params.overlap || threads < 2 || !s->tracers.n || !tracers_use_cells(s)) return 0;
+    const int diffusing = s->vortons.n > 1 &&
+        (s->params.viscosity > 0 || s->params.smagorinsky > 0 || s->params.thermal_diffusivity > 0);
+    const int k = s->pse_substeps > 1 ? s->pse_substeps : 1; /* the last step's exchanges */
+    const double wv = (double)s->vortons.n * ((diffusing ? OVERLAP_VORTON_PSE * k : 0.0) + OVERLAP_VORTON_ADVECT);
+    return (double)(threads - 1) * wv <= OVERLAP_SLACK * (double)s->tracers.n;
+}
+
+/* Phases 5 and 6 with the tracers' advection beside them.  The tracers read only the grid
+ * velocity and density (built before diffusion, unchanged by phases 5-6) and the bodies,
+ * and write only themselves, so they need not wait.  The cells are gathered first on all
+ * threads (one thread's gather of a wide grid, such as dye_drop's, took as long as the
+ * tracers it then advected); then thread 0 runs diffusion and the vortons' advection alone
+ * (params.threads = 1 meanwhile: every parallel region in them runs on one thread, and
+ * their results do not depend on the thread count), while the other threads take tracer
+ * blocks, and thread 0 joins them when done.  The tracers beyond the grid move afterwards,
+ * by the vortons as they are after phase 6, as in the serial order.  Bitwise the same as
+ * diffusion, vorton advection and tracer advection in turn.  tm: ms of diffusion and of
+ * vorton advection (thread 0's). */
+static int diffuse_advect_overlapped(vp_sim *s, double tm[2])
+{
+    vp_tracers *t = &s->tracers;
+    const int threads = s->params.threads, any = density_nonuniform(s);
+    double *x = t->position->data, *d = t->density->data;
+    cells_pass P;
+    int st_v = VP_OK, st_t;
+    if ((st_t = gather_cell_velocity(s, threads)) || (st_t = cells_pass_init(s, t->n, x, t->velocity->data, any ? d : NULL, 1, &P)))
+        return st_t;
+    long next = 0;
+    tm[0] = tm[1] = 0;
+#pragma omp parallel num_threads(threads)
+    {
+        int me = 0;
+#ifdef _OPENMP
+        me = omp_get_thread_num();
+#endif
+        if (me == 0) {
+            const double a = vp_now_ms();
+            s->params.threads = 1;
+            st_v = vp_diffuse(s);
+            const double b = vp_now_ms();
+            if (!st_v) st_v = vp_advect_vortons(s);
+            s->params.threads = threads;
+            tm[0] = b - a; tm[1] = vp_now_ms() - b;
+        }
+        for (;;) {
+            const long b = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+            if (b >= P.nb) break;
+            cells_pass_block(&P, b);
+        }
+    }
+    if (!st_t) st_t = finish_outliers(s, t->n, x, t->velocity->data, P.oidx, P.ocnt, P.nb, P.block, 1);
+    if (!st_t && !any) memset(d, 0, t->n * sizeof(double)); /* uniform ambient fluid */
+    return st_v ? st_v : st_t;
 }
 
 /* Phase 10 (physics.md 2.10): emitters add particles at their rates, uniformly in their
@@ -1109,13 +1270,20 @@ static int step_once(vp_sim *s)
     if (s->vortons.n && s->params.baroclinic) vp_baroclinic(s);                                   /* 4 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_BAROCLINIC] = t2 - t; t = t2;
     if ((st = check_finite(s, VP_PHASE_STRETCH))) return st;
-    if ((st = vp_diffuse(s))) return st;                                  /* 5 */
-    t2 = vp_now_ms(); s->timings[VP_PHASE_DIFFUSE] = t2 - t; t = t2;
-    if ((st = vp_advect_vortons(s))) return st;                           /* 6 */
-    t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_VORTONS] = t2 - t; t = t2;
-    int projected;
-    if ((st = vp_advect_tracers(s, &projected))) return st;
-    t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t; t = t2;
+    int projected = 1;
+    if ((s->overlapped = overlap_wanted(s))) {                                             /* 5 and 6, beside the tracers */
+        double tm[2];
+        if ((st = diffuse_advect_overlapped(s, tm))) return st;
+        s->timings[VP_PHASE_DIFFUSE] = tm[0]; s->timings[VP_PHASE_ADVECT_VORTONS] = tm[1];
+        t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t - tm[0] - tm[1]; t = t2;
+    } else {
+        if ((st = vp_diffuse(s))) return st;                              /* 5 */
+        t2 = vp_now_ms(); s->timings[VP_PHASE_DIFFUSE] = t2 - t; t = t2;
+        if ((st = vp_advect_vortons(s))) return st;                       /* 6 */
+        t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_VORTONS] = t2 - t; t = t2;
+        if ((st = vp_advect_tracers(s, &projected))) return st;
+        t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t; t = t2;
+    }
     if ((st = check_finite(s, VP_PHASE_ADVECT_VORTONS))) return st;
     if ((st = vp_collide(s, !projected))) return st;                     /* 7 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_CONTACT] = t2 - t; t = t2;

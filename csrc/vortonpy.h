@@ -196,6 +196,7 @@ typedef struct {
     int stretch;                /* 0 disables stretching and tilting (for tests) */
     int baroclinic;             /* 0 disables baroclinic generation (density is then passive dye) */
     int rollback;               /* 1: copy the state before each step and restore it if the step fails */
+    int overlap;                /* 1: tracer advection may run beside the vorton phases (sim.c, overlap_wanted) */
     int remesh_interval;        /* frames between remeshings onto a lattice (remesh.c); 0: never */
     double remesh_threshold;    /* lattice nodes with strength and density below this fraction of
                                    the largest are dropped when remeshing */
@@ -226,6 +227,9 @@ typedef struct {
     size_t cell_allocated;     /* cells cell_velocity can hold */
     double *scratch;           /* per-vorton scratch of a phase (diffusion: 19 doubles a vorton), kept between steps */
     size_t scratch_allocated;
+    size_t *tracer_scratch;    /* the tracer advection's outlier lists, apart from scratch: the
+                                  overlapped phases use both at once */
+    size_t tracer_scratch_allocated;
     vp_tree *tree;
     struct vp_poisson *poisson; /* poisson solver cache (poisson.c): FFT plans, work arrays and the
                                    kernel transform, kept while the padded grid shape and core ratio hold */
@@ -233,6 +237,7 @@ typedef struct {
     double max_rate;           /* largest |grad u| (Frobenius, 1/time) on the grid at the last solve */
     int substeps;              /* substeps the last step took (sim.c: stability guard) */
     int pse_substeps;          /* PSE exchanges of the last diffusion phase (diffuse.c) */
+    int overlapped;            /* 1: the last step ran phases 5-6 beside the tracers (params.overlap) */
     int in_substep;            /* internal: 1 while a step runs as substeps but the last */
     uint64_t interactions;     /* velocity-solver interactions of the last step */
     int failed_phase;          /* phase where the last non-finite value appeared, or -1 */

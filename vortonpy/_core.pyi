@@ -98,6 +98,7 @@ class Sim:
         stretch: int = ...,
         baroclinic: int = ...,
         rollback: int = ...,
+        overlap: int = ...,
         seed: int = ...,
     ) -> None: ...
     # parameters (read and write)
@@ -113,6 +114,8 @@ class Sim:
     def substeps(self) -> int: ...
     @property
     def diffusion_substeps(self) -> int: ...
+    @property
+    def overlapped(self) -> bool: ...
     thermal_diffusivity: float
     ambient_density: float
     fluid_heat_capacity: float
@@ -128,6 +131,7 @@ class Sim:
     stretch: int
     baroclinic: int
     rollback: int
+    overlap: int
     time: float
     frame: int
     gravity: NDArray[np.float64]

@@ -180,6 +180,11 @@ class Sim(_core.Sim):
     ``advect_order``, ``stretch``, ``baroclinic``, ``rollback``, ``fluid_heat_capacity``,
     ``seed``.  With ``rollback=1`` every step first copies the state, and a step that raises
     ``FloatingPointError`` leaves the simulation exactly as it was before that step.
+    ``overlap`` (1, the default; a speed knob, results are bitwise the same either way): with
+    several threads and more tracer work than vorton work, one thread runs the vorton phases
+    (diffusion, vorton advection) while the others advect the tracers; ``sim.timings`` then
+    gives diffusion and vorton advection as that thread ran them, and ``advect_tracers`` as
+    the time the tracers added beyond them.  0: each phase alone on all threads in turn.
     Diffusion (PSE) is explicit: where ``4 max(viscosity, thermal_diffusivity) dt / spacing^2``
     exceeds 1 it runs as that many exchanges of a shorter dt (read ``diffusion_substeps``
     after a step; up to 16, each costing a full PSE pass), so a fine lattice with a large
