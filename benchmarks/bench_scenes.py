@@ -76,15 +76,19 @@ def hot_ball_run(threads, start, frames, tmpdir, kw):
     returns ms per frame (mean, median, p90, p99, max) and the mean vorton and tracer counts,
     and the mean over the frames that start with 500-1500 vortons: the issue's target names
     hot_ball's steady state as "about 1e3 vortons" (the seeds' count, without remeshing),
-    while remeshing keeps this scene's count at about twice that on average."""
+    while remeshing keeps this scene's count at about twice that on average.  Also at the
+    most threads with ``overlap=0`` (key "N, overlap 0"): every phase alone on all threads, for
+    comparison with the default, where tracer advection may run beside diffusion."""
     sim = vp.scenes.hot_ball(threads=max(threads), **kw)
     sim.step(start)
     path = os.path.join(tmpdir, "hot_ball_run.npz")
     sim.save(path)
     del sim
     out = {}
-    for t in threads:
-        s = vp.Sim.load(path, threads=t)
+    for t in list(threads) + ([f"{max(threads)}, overlap 0"] if max(threads) > 1 else []):
+        s = vp.Sim.load(path, threads=max(threads) if isinstance(t, str) else t)
+        if isinstance(t, str):
+            s.overlap = 0
         ms, nv, nt, core, nv0 = [], [], [], [], []
         for _ in range(frames):
             nv0.append(len(s.vortons))
@@ -136,6 +140,7 @@ def main(argv=None):
         sim.save(path)
         per = {t: dict(frame_ms=[], repeat_median_ms=[], phases=[]) for t in a.threads}
         ratios = []
+        alone = dict(repeat_median_ms=[], phases=[])
         for r in range(repeats):
             med = {}
             for t in a.threads:
@@ -150,6 +155,14 @@ def main(argv=None):
                 del s
             if 1 in med and len(med) > 1:
                 ratios.append(med[1] / med[max(med)])
+            if max(a.threads) > 1:  # each phase alone (overlap=0): the per-phase speed-ups below
+                s = vp.Sim.load(path, threads=max(a.threads))
+                s.overlap = 0
+                times, ph = time_frames(s, frames, errors)
+                if times:
+                    alone["repeat_median_ms"].append(C.median(times))
+                    alone["phases"].append(ph)
+                del s
         if any(not per[t]["frame_ms"] for t in a.threads):
             print(f"  {name}: no frames timed: {errors[:1]}")
             results[name] = dict(error=errors[0] if errors else "no frames", scene_kw=kw)
@@ -163,6 +176,9 @@ def main(argv=None):
                                      min_ms=float(np.min(per[t]["frame_ms"])),
                                      p90_ms=float(np.percentile(per[t]["frame_ms"], 90)),
                                      repeat_median_ms=per[t]["repeat_median_ms"], phases_ms=phases)
+        if alone["phases"]:
+            res["alone"] = dict(threads=max(a.threads), median_ms=C.median(alone["repeat_median_ms"]),
+                                phases_ms={k: C.median([p[k] for p in alone["phases"]]) for k in alone["phases"][0]})
         results[name] = res
         os.unlink(path)
         print(f"  {name}: {res['vortons']} vortons, {res['tracers']} tracers; "
@@ -199,7 +215,14 @@ def main(argv=None):
         for t in ts:
             ph = r["threads"][t]["phases_ms"]
             rows.append([name, t] + [ph[k] for k in phase_names] + [ph["total"]])
-    print("\nPhase breakdown (sim.timings, ms, mean over the timed frames, median over repeats):\n")
+        if "alone" in r:
+            ph = r["alone"]["phases_ms"]
+            rows.append([name, f"{r['alone']['threads']}, overlap 0"] + [ph[k] for k in phase_names] + [ph["total"]])
+    print("\nPhase breakdown (sim.timings, ms, mean over the timed frames, median over repeats).  At 2 threads "
+          "the tracers' advection may run beside diffusion and vorton advection (Sim.overlap, on by default when "
+          "the tracers are the larger work): diffuse and advect_vortons are then one thread's times, "
+          "advect_tracers the time the tracers added beyond them.  'overlap 0': every phase alone on all "
+          "threads.\n")
     print(C.md_table(["scene", "thr"] + phase_names + ["total"], rows))
     ceil = None
     if 1 in ts and len(ts) > 1:
@@ -208,13 +231,14 @@ def main(argv=None):
         bw, cr = ceil["stream_GBps"], ceil["compute_per_s"]
         print(f"\nThis machine's ceilings: memory bandwidth (STREAM copy) {bw[1]:.1f} GB/s at 1 thread, "
               f"{bw[t2]:.1f} at {t2}; a compute-bound loop runs {cr[t2] / cr[1]:.2f}x faster on {t2} threads.")
-        print(f"\nSpeed-up 1 -> {t2} threads per phase (phases over 0.05 ms at 1 thread; target >= 1.7x for "
-              "phases that are not memory-bound).  Tracer advection moves 80 bytes per tracer per step "
+        print(f"\nSpeed-up 1 -> {t2} threads per phase, each phase alone (overlap 0; phases over 0.05 ms at 1 "
+              "thread; target >= 1.7x for phases that are not memory-bound).  Tracer advection moves 80 bytes per tracer per step "
               "(position read and written, velocity and density written): its GB/s is compared with the "
               "bandwidth.\n")
         rows = []
         for name, r in results_ok.items():
-            p1, p2 = r["threads"][1]["phases_ms"], r["threads"][t2]["phases_ms"]
+            p1 = r["threads"][1]["phases_ms"]
+            p2 = r["alone"]["phases_ms"] if "alone" in r else r["threads"][t2]["phases_ms"]
             cells = [f"{k} {p1[k] / p2[k]:.2f}x" for k in phase_names if p1[k] > 0.05 and p2[k] > 0]
             gbs = r["tracers"] * 80 / (p2["advect_tracers"] * 1e-3) / 1e9 if p2["advect_tracers"] > 0 else 0.0
             r["phase_speedup"] = {k: p1[k] / p2[k] for k in phase_names if p1[k] > 0.05 and p2[k] > 0}
@@ -240,7 +264,7 @@ def main(argv=None):
                          [[t, f"{run['threads'][t]['mean_ms']:.2f}", f"{run['threads'][t]['median_ms']:.2f}",
                            f"{run['threads'][t]['p90_ms']:.2f}", f"{run['threads'][t]['p99_ms']:.2f}",
                            f"{run['threads'][t]['max_ms']:.2f}", f"{run['threads'][t]['max_core_ms']:.2f}", near(t)]
-                          for t in ts]))
+                          for t in run["threads"]]))
     out = C.write_json("scenes_quick.json" if a.quick else "scenes.json",
                        dict(args=vars(a), repeats=repeats, frames=frames, results=results, machine_ceilings=ceil,
                             hot_ball_run=run))
