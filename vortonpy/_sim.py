@@ -19,7 +19,7 @@ _PARAM_NAMES = (
     "dt", "viscosity", "thermal_diffusivity", "ambient_density", "fluid_heat_capacity",
     "tree_theta", "tree_leaf_size", "grid_cells_per_vorton", "pse_width", "pse_cutoff",
     "smagorinsky",
-    "contact_blend", "vorton_lifetime", "tracer_lifetime", "advect_order", "stretch", "baroclinic", "rollback",
+    "contact_blend", "vorton_lifetime", "tracer_lifetime", "advect_order", "stretch", "baroclinic", "rollback", "overlap",
     "remesh_interval", "remesh_threshold", "max_rate_dt", "max_substeps",
 )
 

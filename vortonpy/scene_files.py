@@ -329,7 +329,7 @@ def _check_sim_table(where: str, t) -> Dict[str, Any]:
             out[k] = v
         elif k == "seed":
             out[k] = _check(f"{where}.{k}", "int", v)
-        elif isinstance(v, bool) and k in ("stretch", "baroclinic", "rollback"):
+        elif isinstance(v, bool) and k in ("stretch", "baroclinic", "rollback", "overlap"):
             out[k] = int(v)
         else:
             if not _is_num(v) or math.isnan(v):
