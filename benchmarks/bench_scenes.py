@@ -219,8 +219,8 @@ def main(argv=None):
             ph = r["alone"]["phases_ms"]
             rows.append([name, f"{r['alone']['threads']}, overlap 0"] + [ph[k] for k in phase_names] + [ph["total"]])
     print("\nPhase breakdown (sim.timings, ms, mean over the timed frames, median over repeats).  At 2 threads "
-          "the tracers' advection may run beside diffusion and vorton advection (Sim.overlap, on by default when "
-          "the tracers are the larger work): diffuse and advect_vortons are then one thread's times, "
+          "the tracers' advection may run beside diffusion, vorton advection and contact (Sim.overlap, on by "
+          "default when the tracers are the larger work): those are then one thread's times, "
           "advect_tracers the time the tracers added beyond them.  'overlap 0': every phase alone on all "
           "threads.\n")
     print(C.md_table(["scene", "thr"] + phase_names + ["total"], rows))

@@ -336,6 +336,10 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
         if (box12_result(&b[c], lo[c], hi[c])) return 1;
         int inside = 1;
         for (int a = 0; a < 3; a++) inside &= !(lo[c][a] <= hi[c][a]) || (lo[c][a] >= lim_lo[a] && hi[c][a] <= lim_hi[a]);
+        if (c == 1) { /* every tracer's box, for the overlap's no-outlier test (overlap_wanted) */
+            s->tracer_box_valid = inside && nt > 0;
+            for (int a = 0; a < 3; a++) { s->tracer_box[a] = tlo[a]; s->tracer_box[3 + a] = thi[a]; }
+        }
         if (!inside && point_bounds(xs[c], ns[c], threads, lim_lo, lim_hi, lo[c], hi[c])) return 1;
     }
     return 0;
@@ -921,6 +925,8 @@ int vp_advect_tracers(vp_sim *s, int *projected)
     return VP_OK;
 }
 
+static int check_finite(vp_sim *s, int phase);
+
 /* Work estimates for overlap_wanted, in units of one tracer's cell-path step (~10 ns on
  * this machine at one thread): a vorton's diffusion (PSE with ~100 neighbours; per
  * exchange) and its advection.  Measured at one thread: diffusion plus advection take
@@ -928,6 +934,7 @@ int vp_advect_tracers(vp_sim *s, int *projected)
  * on spinning_ball's (bunched at the ball: more neighbours, more guard pairs). */
 #define OVERLAP_VORTON_PSE 32.0
 #define OVERLAP_VORTON_ADVECT 3.0
+#define OVERLAP_VORTON_CONTACT 8.0 /* per body: hot_ball's contact phase, ~80 ns a vorton */
 /* How much longer than the other threads' tracer work the one thread's vorton chain may
  * be.  With V the chain's time on one thread, W the tracers', and s_v, s_t the phases'
  * speed-ups on two threads, the phases in turn take V / s_v + W / s_t and overlapped
@@ -942,7 +949,10 @@ int vp_advect_tracers(vp_sim *s, int *projected)
 /* Whether phases 5-6 (diffusion, vorton advection) should run on one thread while the
  * others advect the tracers (diffuse_advect_overlapped): with T threads, when the vortons'
  * serial work W_v and the tracers' W_t satisfy (T - 1) W_v <= OVERLAP_SLACK W_t.  The
- * tracers must take the cell path.  Either way the results are bitwise the same. */
+ * tracers must take the cell path.  Returns 0 (no), 1 (phases 5-6) or 2 (phases 5-7: the
+ * contact too, when there are bodies and every tracer lies inside the grid, so that no
+ * tracer is moved by the solver after the vortons, which must see them as phase 6 left
+ * them).  Either way the results are bitwise the same. */
 static int overlap_wanted(const vp_sim *s)
 {
     const int threads = s->params.threads;
@@ -950,22 +960,32 @@ static int overlap_wanted(const vp_sim *s)
     const int diffusing = s->vortons.n > 1 &&
         (s->params.viscosity > 0 || s->params.smagorinsky > 0 || s->params.thermal_diffusivity > 0);
     const int k = s->pse_substeps > 1 ? s->pse_substeps : 1; /* the last step's exchanges */
-    const double wv = (double)s->vortons.n * ((diffusing ? OVERLAP_VORTON_PSE * k : 0.0) + OVERLAP_VORTON_ADVECT);
-    return (double)(threads - 1) * wv <= OVERLAP_SLACK * (double)s->tracers.n;
+    int contact = s->n_bodies > 0 && s->vortons.n > 0 && s->tracer_box_valid;
+    if (contact) {
+        double glo[3], ghi[3];
+        grid_box(&s->grid, glo, ghi);
+        contact = in_box(s->tracer_box, glo, ghi) && in_box(s->tracer_box + 3, glo, ghi);
+    }
+    const double wv = (double)s->vortons.n * ((diffusing ? OVERLAP_VORTON_PSE * k : 0.0) + OVERLAP_VORTON_ADVECT +
+                                              (contact ? OVERLAP_VORTON_CONTACT * (double)s->n_bodies : 0.0));
+    if ((double)(threads - 1) * wv > OVERLAP_SLACK * (double)s->tracers.n) return 0;
+    return contact ? 2 : 1;
 }
 
-/* Phases 5 and 6 with the tracers' advection beside them.  The tracers read only the grid
- * velocity and density (built before diffusion, unchanged by phases 5-6) and the bodies,
- * and write only themselves, so they need not wait.  The cells are gathered first on all
- * threads (one thread's gather of a wide grid, such as dye_drop's, took as long as the
- * tracers it then advected); then thread 0 runs diffusion and the vortons' advection alone
- * (params.threads = 1 meanwhile: every parallel region in them runs on one thread, and
- * their results do not depend on the thread count), while the other threads take tracer
- * blocks, and thread 0 joins them when done.  The tracers beyond the grid move afterwards,
- * by the vortons as they are after phase 6, as in the serial order.  Bitwise the same as
- * diffusion, vorton advection and tracer advection in turn.  tm: ms of diffusion and of
- * vorton advection (thread 0's). */
-static int diffuse_advect_overlapped(vp_sim *s, double tm[2])
+/* Phases 5 and 6 (and 7) with the tracers' advection beside them.  The tracers read only
+ * the grid velocity and density (built before diffusion, unchanged by phases 5-7) and the
+ * bodies, and write only themselves, so they need not wait.  The cells are gathered first
+ * on all threads (one thread's gather of a wide grid, such as dye_drop's, took as long as
+ * the tracers it then advected); then thread 0 runs diffusion and the vortons' advection
+ * alone (params.threads = 1 meanwhile: every parallel region in them runs on one thread,
+ * and their results do not depend on the thread count), while the other threads take
+ * tracer blocks, and thread 0 joins them when done.  The tracers beyond the grid move
+ * afterwards, by the vortons as they are after phase 6, as in the serial order.  With
+ * with_contact (no tracer beyond the grid: overlap_wanted), thread 0 also runs the finite
+ * check and the contact (phase 7, vortons and bodies), and the tracers are projected out of
+ * a copy of the bodies as they were before it, as in the serial order.  Bitwise the same
+ * as the phases in turn.  tm: ms of diffusion, vorton advection and contact (thread 0's). */
+static int diffuse_advect_overlapped(vp_sim *s, int with_contact, double tm[3])
 {
     vp_tracers *t = &s->tracers;
     const int threads = s->params.threads, any = density_nonuniform(s);
@@ -974,8 +994,16 @@ static int diffuse_advect_overlapped(vp_sim *s, double tm[2])
     int st_v = VP_OK, st_t;
     if ((st_t = gather_cell_velocity(s, threads)) || (st_t = cells_pass_init(s, t->n, x, t->velocity->data, any ? d : NULL, 1, &P)))
         return st_t;
+    /* with the contact, thread 0 changes the bodies: the tracers see a copy */
+    vp_body *bcopy = NULL;
+    if (with_contact) {
+        bcopy = malloc(s->n_bodies * sizeof(vp_body));
+        if (!bcopy) return VP_ERR_NOMEM;
+        memcpy(bcopy, s->bodies, s->n_bodies * sizeof(vp_body));
+        P.bodies = bcopy;
+    }
     long next = 0;
-    tm[0] = tm[1] = 0;
+    tm[0] = tm[1] = tm[2] = 0;
 #pragma omp parallel num_threads(threads)
     {
         int me = 0;
@@ -988,8 +1016,12 @@ static int diffuse_advect_overlapped(vp_sim *s, double tm[2])
             st_v = vp_diffuse(s);
             const double b = vp_now_ms();
             if (!st_v) st_v = vp_advect_vortons(s);
+            const double c = vp_now_ms();
+            if (!st_v && with_contact && !(st_v = check_finite(s, VP_PHASE_ADVECT_VORTONS))) {
+                st_v = vp_collide(s, 0); /* the vortons and bodies only: the tracers are projected here */
+            }
             s->params.threads = threads;
-            tm[0] = b - a; tm[1] = vp_now_ms() - b;
+            tm[0] = b - a; tm[1] = c - b; tm[2] = vp_now_ms() - c;
         }
         for (;;) {
             const long b = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
@@ -999,6 +1031,7 @@ static int diffuse_advect_overlapped(vp_sim *s, double tm[2])
     }
     if (!st_t) st_t = finish_outliers(s, t->n, x, t->velocity->data, P.oidx, P.ocnt, P.nb, P.block, 1);
     if (!st_t && !any) memset(d, 0, t->n * sizeof(double)); /* uniform ambient fluid */
+    free(bcopy);
     return st_v ? st_v : st_t;
 }
 
@@ -1271,11 +1304,12 @@ static int step_once(vp_sim *s)
     t2 = vp_now_ms(); s->timings[VP_PHASE_BAROCLINIC] = t2 - t; t = t2;
     if ((st = check_finite(s, VP_PHASE_STRETCH))) return st;
     int projected = 1;
-    if ((s->overlapped = overlap_wanted(s))) {                                             /* 5 and 6, beside the tracers */
-        double tm[2];
-        if ((st = diffuse_advect_overlapped(s, tm))) return st;
+    if ((s->overlapped = overlap_wanted(s))) {                           /* 5, 6 (and 7), beside the tracers */
+        double tm[3];
+        if ((st = diffuse_advect_overlapped(s, s->overlapped == 2, tm))) return st;
         s->timings[VP_PHASE_DIFFUSE] = tm[0]; s->timings[VP_PHASE_ADVECT_VORTONS] = tm[1];
-        t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t - tm[0] - tm[1]; t = t2;
+        s->timings[VP_PHASE_CONTACT] = tm[2];
+        t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t - tm[0] - tm[1] - tm[2]; t = t2;
     } else {
         if ((st = vp_diffuse(s))) return st;                              /* 5 */
         t2 = vp_now_ms(); s->timings[VP_PHASE_DIFFUSE] = t2 - t; t = t2;
@@ -1284,9 +1318,11 @@ static int step_once(vp_sim *s)
         if ((st = vp_advect_tracers(s, &projected))) return st;
         t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t; t = t2;
     }
-    if ((st = check_finite(s, VP_PHASE_ADVECT_VORTONS))) return st;
-    if ((st = vp_collide(s, !projected))) return st;                     /* 7 */
-    t2 = vp_now_ms(); s->timings[VP_PHASE_CONTACT] = t2 - t; t = t2;
+    if (s->overlapped != 2) {
+        if ((st = check_finite(s, VP_PHASE_ADVECT_VORTONS))) return st;
+        if ((st = vp_collide(s, !projected))) return st;                 /* 7 */
+        t2 = vp_now_ms(); s->timings[VP_PHASE_CONTACT] = t2 - t; t = t2;
+    }
     vp_bodies_buoyancy(s);                                                /* 8 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_BUOYANCY] = t2 - t; t = t2;
     for (size_t b = 0; b < s->n_bodies; b++) vp_body_integrate(&s->bodies[b], s->params.dt); /* 9 */

@@ -237,7 +237,11 @@ typedef struct {
     double max_rate;           /* largest |grad u| (Frobenius, 1/time) on the grid at the last solve */
     int substeps;              /* substeps the last step took (sim.c: stability guard) */
     int pse_substeps;          /* PSE exchanges of the last diffusion phase (diffuse.c) */
-    int overlapped;            /* 1: the last step ran phases 5-6 beside the tracers (params.overlap) */
+    int overlapped;            /* 1: the last step ran phases 5-6 beside the tracers (params.overlap);
+                                  2: phase 7 (contact) as well */
+    double tracer_box[6];      /* the tracers' min (3) and max (3) at this step's domain phase, all of
+                                  them (tracer_box_valid: none beyond the robust limits) */
+    int tracer_box_valid;
     int in_substep;            /* internal: 1 while a step runs as substeps but the last */
     uint64_t interactions;     /* velocity-solver interactions of the last step */
     int failed_phase;          /* phase where the last non-finite value appeared, or -1 */

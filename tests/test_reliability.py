@@ -457,42 +457,50 @@ def test_expiry_from_the_front_matches_the_copying_removal():
 
 def test_overlapped_phases_give_the_same_bits_as_the_phases_in_turn():
     """With two threads and more tracer work than vorton work, diffusion and vorton advection
-    run on one thread while the other advects the tracers (``overlap``, on by default).  That
-    may change only the speed: a hot ball with heat, contact, tracers entering the ball and
-    tracers beyond the grid must end bitwise the same with the overlap, without it, and on one
-    thread, and the overlap must actually have been taken (``overlapped``), or this test would
-    prove nothing.  Without diffusion the vortons' chain is only their advection."""
-    def run(threads, overlap, viscous=True):
+    run on one thread while the other advects the tracers (``overlap``, on by default), and the
+    contact too when every tracer lies inside the grid (``overlapped`` 2; 1 without the
+    contact).  That may change only the speed: a hot ball with heat, contact and tracers
+    entering the ball must end bitwise the same with the overlap, without it, and on one
+    thread, with tracers far beyond the grid (moved by the solver after the vortons: no
+    contact in the overlap) and without, and without diffusion (the vortons' chain is then
+    their advection); and each overlap must actually have been taken, or this test would
+    prove nothing."""
+    def run(threads, overlap, viscous, far):
         sim = vp.scenes.hot_ball(threads=threads)
         if not viscous:
             sim.viscosity = 0.0
             sim.thermal_diffusivity = 0.0
         sim.overlap = overlap
-        # dye around the ball (some of it inside: projected out), and two far beyond the robust
-        # limits (outliers, moved by the solver after the vortons)
-        dye = np.random.default_rng(5).uniform(-0.4, 0.4, (30000, 3)) + sim.bodies[0].position
-        sim.add_tracers(np.vstack([dye, [[5.0, 5.0, 5.0], [-4.0, 3.0, 1.0]]]))
-        taken = 0
+        # dye around the ball (some of it inside: projected out of it)
+        p = np.random.default_rng(5).uniform(-0.4, 0.4, (30000, 3)) + sim.bodies[0].position
+        if far:  # and two far beyond the robust limits: outliers
+            p = np.vstack([p, [[5.0, 5.0, 5.0], [-4.0, 3.0, 1.0]]])
+        sim.add_tracers(p)
+        taken = []
         for _ in range(40):
             sim.step()
-            taken += sim.overlapped
+            taken.append(sim.overlapped)
         return sim, taken
 
     for viscous in (True, False):
-        ref, taken = run(1, 1, viscous)
-        assert taken == 0  # one thread: nothing to overlap
-        on, taken_on = run(2, 1, viscous)
-        off, taken_off = run(2, 0, viscous)
-        assert taken_on >= 30 and taken_off == 0, (taken_on, taken_off)
-        for sim in (on, off):
-            for kind in ("vortons", "tracers"):
-                a, b = getattr(sim, kind), getattr(ref, kind)
-                assert len(a) == len(b)
-                for f in ("position", "velocity", "density", "age"):
-                    assert np.array_equal(getattr(a, f), getattr(b, f)), (viscous, kind, f)
-            assert np.array_equal(sim.vortons.vorticity, ref.vortons.vorticity)
-            for p, q in zip(sim.bodies, ref.bodies):
-                assert np.array_equal(p.position, q.position) and np.array_equal(p.velocity, q.velocity)
-                assert p.temperature == q.temperature
-        t = on.timings  # the phases still add up to the step
-        assert t["total"] == pytest.approx(sum(v for k, v in t.items() if k != "total"))
+        for far in (True, False):
+            ref, taken = run(1, 1, viscous, far)
+            assert set(taken) == {0}  # one thread: nothing to overlap
+            on, taken_on = run(2, 1, viscous, far)
+            off, taken_off = run(2, 0, viscous, far)
+            assert set(taken_off) == {0}
+            expect = 1 if far else 2
+            assert taken_on.count(expect) >= 30 and set(taken_on) <= {0, expect}, (viscous, far, taken_on)
+            for sim in (on, off):
+                for kind in ("vortons", "tracers"):
+                    a, b = getattr(sim, kind), getattr(ref, kind)
+                    assert len(a) == len(b)
+                    for f in ("position", "velocity", "density", "age"):
+                        assert np.array_equal(getattr(a, f), getattr(b, f)), (viscous, far, kind, f)
+                assert np.array_equal(sim.vortons.vorticity, ref.vortons.vorticity)
+                for p, q in zip(sim.bodies, ref.bodies):
+                    assert np.array_equal(p.position, q.position) and np.array_equal(p.velocity, q.velocity)
+                    assert np.array_equal(p.angular_velocity, q.angular_velocity)
+                    assert p.temperature == q.temperature
+            t = on.timings  # the phases still add up to the step
+            assert t["total"] == pytest.approx(sum(v for k, v in t.items() if k != "total"))

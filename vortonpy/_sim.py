@@ -182,9 +182,11 @@ class Sim(_core.Sim):
     ``FloatingPointError`` leaves the simulation exactly as it was before that step.
     ``overlap`` (1, the default; a speed knob, results are bitwise the same either way): with
     several threads and more tracer work than vorton work, one thread runs the vorton phases
-    (diffusion, vorton advection) while the others advect the tracers; ``sim.timings`` then
-    gives diffusion and vorton advection as that thread ran them, and ``advect_tracers`` as
-    the time the tracers added beyond them.  0: each phase alone on all threads in turn.
+    (diffusion, vorton advection, and the contact when no tracer lies beyond the grid) while
+    the others advect the tracers; ``sim.overlapped`` says what the last step did (0 none,
+    1 diffusion and advection, 2 also the contact).  ``sim.timings`` then gives those phases
+    as that thread ran them, and ``advect_tracers`` as the time the tracers added beyond
+    them.  0: each phase alone on all threads in turn.
     Diffusion (PSE) is explicit: where ``4 max(viscosity, thermal_diffusivity) dt / spacing^2``
     exceeds 1 it runs as that many exchanges of a shorter dt (read ``diffusion_substeps``
     after a step; up to 16, each costing a full PSE pass), so a fine lattice with a large
