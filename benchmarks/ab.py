@@ -70,6 +70,9 @@ def run(a) -> None:
     finals = {}
     for rnd in range(a.rounds):
         sims = {a.a: A.Sim.load(state, threads=a.threads), a.b: B.Sim.load(state, threads=a.threads)}
+        for sim in sims.values():
+            if a.overlap is not None and hasattr(sim, "overlap"):  # builds before it have none
+                sim.overlap = a.overlap
         for st in range(a.steps):
             # one step of each, in turns (the order alternates): paired steps see the same machine
             names = [a.a, a.b] if (rnd + st) % 2 == 0 else [a.b, a.a]
@@ -122,6 +125,8 @@ def main(argv=None) -> None:
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--steps", type=int, default=5)
     r.add_argument("--rounds", type=int, default=6)
+    r.add_argument("--overlap", type=int, default=None,
+                   help="set Sim.overlap in both (0: every phase alone on all threads; builds without it ignore it)")
     a = ap.parse_args(argv)
     if a.cmd == "snapshot":
         snapshot(a.name)

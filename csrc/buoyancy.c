@@ -26,7 +26,7 @@ int vp_splat_density_stretch(vp_sim *s, int stretch)
     stretch = stretch && v->n;
     double inv_cell = 1.0 / (s->grid.h * s->grid.h * s->grid.h);
     const double *x = v->position->data, *d = v->density->data, *r = v->radius->data;
-    int any = 0, threads = s->params.threads;
+    int any = 0, threads = vp_threads(s);
     for (size_t i = 0; i < v->n && !any; i++) any = d[i] != 0.0;
     if (any) {
         /* scratch: the masses (n), then the splat's work space (size_t, 8 bytes like a double) */
@@ -57,7 +57,7 @@ int vp_splat_density_stretch(vp_sim *s, int stretch)
         }
     }
     if (stretch) vp_stretch(s);
-    vp_grid_gradient(&s->grid, s->grid_density, s->grid_density_gradient, s->params.threads);
+    vp_grid_gradient(&s->grid, s->grid_density, s->grid_density_gradient, vp_threads(s));
     return VP_OK;
 }
 
@@ -88,7 +88,7 @@ void vp_baroclinic(vp_sim *s)
     vp_vortons *v = &s->vortons;
     double k = s->params.dt / s->params.ambient_density;
     double *x = v->position->data, *w = v->vorticity->data;
-    int threads = s->params.threads;
+    int threads = vp_threads(s);
     (void)threads;
     const long n = (long)v->n, block = 256, nb = (n + block - 1) / block;
 #pragma omp parallel for num_threads(threads) schedule(static)

@@ -227,7 +227,7 @@ int vp_collide(vp_sim *s, int tracers)
     vp_vortons *v = &s->vortons;
     vp_tracers *tr = &s->tracers;
     double rho0 = s->params.ambient_density, dt = s->params.dt, blend = s->params.contact_blend;
-    int threads = s->params.threads;
+    int threads = vp_threads(s);
     (void)threads;
     if (s->n_bodies == 0) return VP_OK;
     if (!s->grid_velocity) { int st = vp_sim_update_velocity_grid(s); if (st) return st; }

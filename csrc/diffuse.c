@@ -483,7 +483,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     double emax = 0, lo0 = INFINITY, lo1 = INFINITY, lo2 = INFINITY, hi0 = -INFINITY, hi1 = -INFINITY, hi2 = -INFINITY;
     double lim_lo[3], lim_hi[3]; /* outliers go to the edge cells: they sit far from all */
     vp_robust_limits(s, 0, lim_lo, lim_hi);
-    int any_heat = 0, threads = s->params.threads;
+    int any_heat = 0, threads = vp_threads(s);
     /* min and max are exact, so the box does not depend on the thread count.  The cube root
      * is taken once per run of equal radii (rl, Vl, el: each thread's last; most sets have a
      * single radius, and cbrt was most of this loop): the same values at any thread count. */

@@ -247,7 +247,7 @@ int vp_sim_drop_front(vp_sim *s, int kind, size_t k)
     }
     double *f[6];
     for (int j = 0; j < nf; j++) f[j] = b[j]->data;
-    shift_rows(f, w, nf, n, k, s->params.threads);
+    shift_rows(f, w, nf, n, k, vp_threads(s));
     if (kind) s->tracers.n = n - k; else s->vortons.n = n - k;
     return VP_OK;
 }

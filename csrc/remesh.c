@@ -156,7 +156,7 @@ int vp_sim_remesh(vp_sim *s)
      * race-free, and the same bits as one thread (hot_ball remeshes ~1e3 vortons every 10
      * frames; serial, it was a stall of the second thread) */
     {
-        const int threads = s->params.threads;
+        const int threads = vp_threads(s);
         (void)threads;
 #pragma omp parallel num_threads(threads) if (nin >= REMESH_PARALLEL_MIN)
         {

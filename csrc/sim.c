@@ -201,7 +201,7 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
      * selections (3 axes, low and high) are shared by the threads: in hot_ball they were a
      * serial 0.05 ms a step. */
     double q[6];
-    const int threads = s->params.threads;
+    const int threads = vp_threads(s);
     (void)threads;
 #pragma omp parallel num_threads(threads) if (m >= 1024)
     limits_sample_select(s, nv, n, m, step, klo, khi, buf, q);
@@ -309,7 +309,7 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
 {
     const size_t nv = s->vortons.n, nt = s->tracers.n, n = nv + nt;
     const double *xv = nv ? s->vortons.position->data : NULL, *xt = nt ? s->tracers.position->data : NULL;
-    const int threads = s->params.threads;
+    const int threads = vp_threads(s);
     double lim_lo[3] = {-INFINITY, -INFINITY, -INFINITY}, lim_hi[3] = {INFINITY, INFINITY, INFINITY};
     size_t m = 0, step = 1, klo = 0, khi = 0;
     double *buf = NULL;
@@ -427,12 +427,12 @@ int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int s
     strengths(s, a);
     int st = VP_OK;
     if (solver == VP_SOLVER_DIRECT) {
-        st = vp_direct_velocity(n, s->vortons.position->data, a, s->vortons.radius->data, m, pts, vel, s->params.threads);
+        st = vp_direct_velocity(n, s->vortons.position->data, a, s->vortons.radius->data, m, pts, vel, vp_threads(s));
         s->interactions = (uint64_t)n * m;
     } else {
         st = vp_tree_build(s->tree, n, s->vortons.position->data, a, s->vortons.radius->data, s->params.tree_leaf_size);
         if (!st) {
-            st = vp_tree_velocity(s->tree, s->params.tree_theta, m, pts, vel, s->params.threads);
+            st = vp_tree_velocity(s->tree, s->params.tree_theta, m, pts, vel, vp_threads(s));
             s->interactions = vp_tree_last_interactions(s->tree);
         }
     }
@@ -468,7 +468,7 @@ int vp_sim_update_velocity_grid(vp_sim *s)
         st = vp_tree_build(s->tree, s->vortons.n, s->vortons.position->data, a, s->vortons.radius->data,
                            s->params.tree_leaf_size);
         free(a);
-        if (!st) st = vp_tree_velocity_grid(s->tree, s->params.tree_theta, &s->grid, s->grid_velocity, s->params.threads);
+        if (!st) st = vp_tree_velocity_grid(s->tree, s->params.tree_theta, &s->grid, s->grid_velocity, vp_threads(s));
         s->interactions = vp_tree_last_interactions(s->tree);
     } else {
         double *pts = malloc(3 * nn * sizeof(double));
@@ -486,7 +486,7 @@ int vp_sim_update_velocity_grid(vp_sim *s)
         free(pts);
     }
     if (st) return st;
-    s->max_rate = sqrt(vp_grid_jacobian(&s->grid, s->grid_velocity, s->grid_jacobian, s->params.threads));
+    s->max_rate = sqrt(vp_grid_jacobian(&s->grid, s->grid_velocity, s->grid_jacobian, vp_threads(s)));
     s->timings[VP_PHASE_VELOCITY] = vp_now_ms() - t1;
     return VP_OK;
 }
@@ -849,7 +849,7 @@ static int finish_outliers(vp_sim *s, size_t n, double *x, double *vel, size_t *
  * (vortons, and tracers fewer than the nodes). */
 static int advect(vp_sim *s, int tracers, size_t n, double *x, double *vel, int cells, double *dens, int project)
 {
-    int threads = s->params.threads, st;
+    int threads = vp_threads(s), st;
     (void)threads;
     if (cells) {
         cells_pass P;
@@ -909,13 +909,13 @@ int vp_advect_tracers(vp_sim *s, int *projected)
     int st;
     double *x = t->position->data, *d = t->density->data;
     if (tracers_use_cells(s)) {
-        if ((st = gather_cell_velocity(s, s->params.threads))) return st;
+        if ((st = gather_cell_velocity(s, vp_threads(s)))) return st;
         if ((st = advect(s, 1, t->n, x, t->velocity->data, 1, any ? d : NULL, projected != NULL))) return st;
         if (projected) *projected = 1;
     } else {
         if ((st = advect(s, 1, t->n, x, t->velocity->data, 0, NULL, 0))) return st;
         if (any) {
-            int threads = s->params.threads;
+            int threads = vp_threads(s);
             (void)threads;
 #pragma omp parallel for num_threads(threads) schedule(static)
             for (long i = 0; i < (long)t->n; i++) vp_grid_interp(&s->grid, s->grid_density, 1, x + 3 * i, d + i);
@@ -956,7 +956,7 @@ static int check_finite(vp_sim *s, int phase);
 static int overlap_wanted(const vp_sim *s)
 {
     const int threads = s->params.threads;
-    if (!s->params.overlap || threads < 2 || !s->tracers.n || !tracers_use_cells(s)) return 0;
+    if (!s->params.overlap || s->serial || threads < 2 || !s->tracers.n || !tracers_use_cells(s)) return 0;
     const int diffusing = s->vortons.n > 1 &&
         (s->params.viscosity > 0 || s->params.smagorinsky > 0 || s->params.thermal_diffusivity > 0);
     const int k = s->pse_substeps > 1 ? s->pse_substeps : 1; /* the last step's exchanges */
@@ -977,7 +977,7 @@ static int overlap_wanted(const vp_sim *s)
  * bodies, and write only themselves, so they need not wait.  The cells are gathered first
  * on all threads (one thread's gather of a wide grid, such as dye_drop's, took as long as
  * the tracers it then advected); then thread 0 runs diffusion and the vortons' advection
- * alone (params.threads = 1 meanwhile: every parallel region in them runs on one thread,
+ * alone (s->serial meanwhile: every parallel region in them runs on one thread, vp_threads,
  * and their results do not depend on the thread count), while the other threads take
  * tracer blocks, and thread 0 joins them when done.  The tracers beyond the grid move
  * afterwards, by the vortons as they are after phase 6, as in the serial order.  With
@@ -988,7 +988,7 @@ static int overlap_wanted(const vp_sim *s)
 static int diffuse_advect_overlapped(vp_sim *s, int with_contact, double tm[3])
 {
     vp_tracers *t = &s->tracers;
-    const int threads = s->params.threads, any = density_nonuniform(s);
+    const int threads = s->params.threads, any = density_nonuniform(s); /* the team: the user's count */
     double *x = t->position->data, *d = t->density->data;
     cells_pass P;
     int st_v = VP_OK, st_t;
@@ -1012,7 +1012,7 @@ static int diffuse_advect_overlapped(vp_sim *s, int with_contact, double tm[3])
 #endif
         if (me == 0) {
             const double a = vp_now_ms();
-            s->params.threads = 1;
+            s->serial = 1;
             st_v = vp_diffuse(s);
             const double b = vp_now_ms();
             if (!st_v) st_v = vp_advect_vortons(s);
@@ -1020,7 +1020,7 @@ static int diffuse_advect_overlapped(vp_sim *s, int with_contact, double tm[3])
             if (!st_v && with_contact && !(st_v = check_finite(s, VP_PHASE_ADVECT_VORTONS))) {
                 st_v = vp_collide(s, 0); /* the vortons and bodies only: the tracers are projected here */
             }
-            s->params.threads = threads;
+            s->serial = 0;
             tm[0] = b - a; tm[1] = c - b; tm[2] = vp_now_ms() - c;
         }
         for (;;) {
@@ -1109,7 +1109,7 @@ int vp_expire(vp_sim *s)
         const long block = 1 << 13, nb = ((long)n + block - 1) / block;
         size_t overdue = 0, expired = 0;
         const double late = life * (1.0 + 1.0 / 32);
-#pragma omp parallel for num_threads(s->params.threads) schedule(static) reduction(+ : expired, overdue) if (nb > 1)
+#pragma omp parallel for num_threads(vp_threads(s)) schedule(static) reduction(+ : expired, overdue) if (nb > 1)
         for (long b = 0; b < nb; b++) {
             size_t o = 0;
             expired += age_range(age + b * block, (size_t)(vp_block_end(b, block, (long)n) - b * block), dt, life, late, &o);
@@ -1166,7 +1166,7 @@ static int finite_array(const double *a, size_t n, int threads)
 
 static int check_finite(vp_sim *s, int phase)
 {
-    const int th = s->params.threads;
+    const int th = vp_threads(s);
     if (s->vortons.n && (!finite_array(s->vortons.position->data, 3 * s->vortons.n, th) ||
                          !finite_array(s->vortons.vorticity->data, 3 * s->vortons.n, th) ||
                          !finite_array(s->vortons.density->data, s->vortons.n, th))) {

@@ -50,7 +50,7 @@ void vp_stretch(vp_sim *s)
 {
     vp_vortons *v = &s->vortons;
     const long n = (long)v->n, block = 256, nb = (n + block - 1) / block;
-    int threads = s->params.threads;
+    int threads = vp_threads(s);
     (void)threads;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long b = 0; b < nb; b++)

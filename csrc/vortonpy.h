@@ -242,6 +242,7 @@ typedef struct {
     double tracer_box[6];      /* the tracers' min (3) and max (3) at this step's domain phase, all of
                                   them (tracer_box_valid: none beyond the robust limits) */
     int tracer_box_valid;
+    int serial;                /* 1 while a phase runs on one thread of an overlap (vp_threads) */
     int in_substep;            /* internal: 1 while a step runs as substeps but the last */
     uint64_t interactions;     /* velocity-solver interactions of the last step */
     int failed_phase;          /* phase where the last non-finite value appeared, or -1 */
@@ -250,6 +251,10 @@ typedef struct {
     vp_body *backup_bodies; size_t backup_bodies_allocated;
     vp_emitter *backup_emitters; size_t backup_emitters_allocated;
 } vp_sim;
+
+/* The threads a phase's parallel regions use: params.threads, or 1 while the phase runs on
+ * one thread beside others (sim.c's overlap; params.threads itself is left as the user set it). */
+static inline int vp_threads(const vp_sim *s) { return s->serial ? 1 : s->params.threads; }
 
 vp_sim *vp_sim_create(const vp_params *p);
 void vp_sim_free(vp_sim *s);
