@@ -705,6 +705,7 @@ static inline int in_box(const double x[3], const double lo[3], const double hi[
  * particles that the grid velocity has just carried out of the grid, and move them twice). */
 static int advect_outliers(vp_sim *s, double *x, double *vel, const size_t *outliers, size_t k)
 {
+    if (!k) return VP_OK;
     double dt = s->params.dt;
     double *p = malloc(6 * k * sizeof(double));
     size_t *idx = malloc(k * sizeof(size_t)); /* a copy: the list may live in the sim's scratch */
@@ -818,25 +819,25 @@ static int cells_pass_init(vp_sim *s, size_t n, double *x, double *vel, double *
 }
 
 /* After the blocks: the outliers (packed in order, n_out <= b * block: nothing is
- * overwritten early) move by the solver's velocity at their position, and, with project,
- * the blocks of 64 (advect_cells_range's) that held outliers are projected out of the
- * bodies, now that they have moved: each tracer once per body, bodies in order, as in
+ * overwritten early) move by the solver's velocity at their position, and the blocks of 64
+ * (advect_cells_range's) that held outliers are projected out of the nbod bodies (those the
+ * blocks saw), now that they have moved: each tracer once per body, bodies in order, as in
  * vp_sim_collide. */
 static int finish_outliers(vp_sim *s, size_t n, double *x, double *vel, size_t *oidx, const size_t *ocnt, long nb,
-                           long block, int project)
+                           long block, const vp_body *bodies, size_t nbod)
 {
     size_t n_out = 0;
     for (long b = 0; b < nb; b++)
         for (size_t q = 0; q < ocnt[b]; q++) oidx[n_out++] = oidx[b * block + (long)q];
     if (!n_out) return VP_OK;
     int st = advect_outliers(s, x, vel, oidx, n_out);
-    if (st || !project) return st;
+    if (st || !nbod) return st;
     for (size_t q = 0, last = SIZE_MAX; q < n_out; q++) {
         const size_t b0 = oidx[q] / 64 * 64;
         if (b0 == last) continue;
         last = b0;
         const int m = (int)(n - b0 < 64 ? n - b0 : 64);
-        for (size_t k = 0; k < s->n_bodies; k++) project_block(&s->bodies[k], (long)b0, m, x, vel);
+        for (size_t k = 0; k < nbod; k++) project_block(&bodies[k], (long)b0, m, x, vel);
     }
     return VP_OK;
 }
@@ -856,7 +857,7 @@ static int advect(vp_sim *s, int tracers, size_t n, double *x, double *vel, int 
         if ((st = cells_pass_init(s, n, x, vel, dens, project, &P))) return st;
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > 4096)
         for (long b = 0; b < P.nb; b++) cells_pass_block(&P, b);
-        return finish_outliers(s, n, x, vel, P.oidx, P.ocnt, P.nb, P.block, project);
+        return finish_outliers(s, n, x, vel, P.oidx, P.ocnt, P.nb, P.block, P.bodies, (size_t)P.nbod);
     }
     const vp_grid *g = &s->grid;
     const double dt = s->params.dt;
@@ -871,7 +872,7 @@ static int advect(vp_sim *s, int tracers, size_t n, double *x, double *vel, int 
         const long i1 = vp_block_end(b, block, (long)n);
         ocnt[b] = advect_nodes_range(g, s->grid_velocity, glo, ghi, dt, order, b * block, i1, x, vel, oidx + b * block);
     }
-    return finish_outliers(s, n, x, vel, oidx, ocnt, nb, block, 0);
+    return finish_outliers(s, n, x, vel, oidx, ocnt, nb, block, NULL, 0);
 }
 
 int vp_advect_vortons(vp_sim *s)
@@ -984,24 +985,31 @@ static int overlap_wanted(const vp_sim *s)
  * with_contact (no tracer beyond the grid: overlap_wanted), thread 0 also runs the finite
  * check and the contact (phase 7, vortons and bodies), and the tracers are projected out of
  * a copy of the bodies as they were before it, as in the serial order.  Bitwise the same
- * as the phases in turn.  tm: ms of diffusion, vorton advection and contact (thread 0's). */
-static int diffuse_advect_overlapped(vp_sim *s, int with_contact, double tm[3])
+ * as the phases in turn.  tm: ms of diffusion, vorton advection and contact (thread 0's).
+ * *started = 0 when the set-up failed (out of memory) before any phase ran: the caller then
+ * runs the phases in turn.  If a vorton phase fails, the tracers have been advected already
+ * (the serial order would not have moved them; without rollback, a failed step's state is
+ * partial either way), and those beyond the grid are left where they were. */
+static int diffuse_advect_overlapped(vp_sim *s, int with_contact, double tm[3], int *started)
 {
     vp_tracers *t = &s->tracers;
     const int threads = s->params.threads, any = density_nonuniform(s); /* the team: the user's count */
     double *x = t->position->data, *d = t->density->data;
     cells_pass P;
     int st_v = VP_OK, st_t;
-    if ((st_t = gather_cell_velocity(s, threads)) || (st_t = cells_pass_init(s, t->n, x, t->velocity->data, any ? d : NULL, 1, &P)))
-        return st_t;
+    *started = 0;
     /* with the contact, thread 0 changes the bodies: the tracers see a copy */
-    vp_body *bcopy = NULL;
-    if (with_contact) {
-        bcopy = malloc(s->n_bodies * sizeof(vp_body));
-        if (!bcopy) return VP_ERR_NOMEM;
+    vp_body *bcopy = with_contact ? malloc(s->n_bodies * sizeof(vp_body)) : NULL;
+    if (with_contact && !bcopy) return VP_ERR_NOMEM;
+    if ((st_t = gather_cell_velocity(s, threads)) || (st_t = cells_pass_init(s, t->n, x, t->velocity->data, any ? d : NULL, 1, &P))) {
+        free(bcopy);
+        return st_t;
+    }
+    if (bcopy) {
         memcpy(bcopy, s->bodies, s->n_bodies * sizeof(vp_body));
         P.bodies = bcopy;
     }
+    *started = 1;
     long next = 0;
     tm[0] = tm[1] = tm[2] = 0;
 #pragma omp parallel num_threads(threads)
@@ -1024,12 +1032,15 @@ static int diffuse_advect_overlapped(vp_sim *s, int with_contact, double tm[3])
             tm[0] = b - a; tm[1] = c - b; tm[2] = vp_now_ms() - c;
         }
         for (;;) {
-            const long b = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+            long b;
+#pragma omp atomic capture
+            b = next++;
             if (b >= P.nb) break;
             cells_pass_block(&P, b);
         }
     }
-    if (!st_t) st_t = finish_outliers(s, t->n, x, t->velocity->data, P.oidx, P.ocnt, P.nb, P.block, 1);
+    /* (with the contact there are no outliers: overlap_wanted) */
+    if (!st_t && !st_v) st_t = finish_outliers(s, t->n, x, t->velocity->data, P.oidx, P.ocnt, P.nb, P.block, P.bodies, s->n_bodies);
     if (!st_t && !any) memset(d, 0, t->n * sizeof(double)); /* uniform ambient fluid */
     free(bcopy);
     return st_v ? st_v : st_t;
@@ -1294,6 +1305,7 @@ static int step_once(vp_sim *s)
     int st;
     double t;
     s->failed_phase = -1;
+    s->overlapped = 0;
     for (int p = 0; p < VP_PHASE_COUNT; p++) s->timings[p] = 0;
     if ((st = vp_sim_update_velocity_grid(s))) { s->failed_phase = VP_PHASE_DOMAIN; return st; } /* 1, 2 */
     if ((st = check_finite(s, VP_PHASE_VELOCITY))) return st;
@@ -1303,14 +1315,20 @@ static int step_once(vp_sim *s)
     if (s->vortons.n && s->params.baroclinic) vp_baroclinic(s);                                   /* 4 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_BAROCLINIC] = t2 - t; t = t2;
     if ((st = check_finite(s, VP_PHASE_STRETCH))) return st;
-    int projected = 1;
+    int projected = 1, started = 0;
     if ((s->overlapped = overlap_wanted(s))) {                           /* 5, 6 (and 7), beside the tracers */
         double tm[3];
-        if ((st = diffuse_advect_overlapped(s, s->overlapped == 2, tm))) return st;
-        s->timings[VP_PHASE_DIFFUSE] = tm[0]; s->timings[VP_PHASE_ADVECT_VORTONS] = tm[1];
-        s->timings[VP_PHASE_CONTACT] = tm[2];
-        t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t - tm[0] - tm[1] - tm[2]; t = t2;
-    } else {
+        st = diffuse_advect_overlapped(s, s->overlapped == 2, tm, &started);
+        if (started && st) return st;
+        if (started) {
+            s->timings[VP_PHASE_DIFFUSE] = tm[0]; s->timings[VP_PHASE_ADVECT_VORTONS] = tm[1];
+            s->timings[VP_PHASE_CONTACT] = tm[2];
+            t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t - tm[0] - tm[1] - tm[2]; t = t2;
+        } else {
+            s->overlapped = 0; /* its set-up ran out of memory: the phases in turn */
+        }
+    }
+    if (!s->overlapped) {
         if ((st = vp_diffuse(s))) return st;                              /* 5 */
         t2 = vp_now_ms(); s->timings[VP_PHASE_DIFFUSE] = t2 - t; t = t2;
         if ((st = vp_advect_vortons(s))) return st;                       /* 6 */
