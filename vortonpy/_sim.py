@@ -186,7 +186,8 @@ class Sim(_core.Sim):
     the others advect the tracers; ``sim.overlapped`` says what the last step did (0 none,
     1 diffusion and advection, 2 also the contact).  ``sim.timings`` then gives those phases
     as that thread ran them, and ``advect_tracers`` as the time the tracers added beyond
-    them.  0: each phase alone on all threads in turn.
+    them (a step that fails in those vorton phases has then advected the tracers already;
+    ``rollback=1`` restores both).  0: each phase alone on all threads in turn.
     Diffusion (PSE) is explicit: where ``4 max(viscosity, thermal_diffusivity) dt / spacing^2``
     exceeds 1 it runs as that many exchanges of a shorter dt (read ``diffusion_substeps``
     after a step; up to 16, each costing a full PSE pass), so a fine lattice with a large
