@@ -330,7 +330,6 @@ static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, in
     /* the count of bunched vortons, on the threads: a serial pass over the 40-byte output
      * records was ~2% of diffusion at 1e5 vortons (nearly always none: a lattice) */
     long nh_l = 0;
-    (void)threads;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : nh_l) if (n > 4096)
     for (long q = 0; q < (long)n; q++) nh_l += f * O[(size_t)NO * (size_t)q + 4] > PSE_MAX_RATE;
     size_t nh = (size_t)nh_l;

@@ -550,7 +550,7 @@ int vp_poisson_velocity_grid(vp_sim *s)
     const vp_grid *g = &s->grid;
     const size_t nn = vp_grid_count(g), n = s->vortons.n;
     double *vel = s->grid_velocity;
-    const int threads = vp_threads(s) > 0 ? vp_threads(s) : 1;
+    const int team = vp_threads(s), threads = team > 0 ? team : 1;
     memset(vel, 0, 3 * nn * sizeof(double));
     s->interactions = 0;
     if (n == 0) return VP_OK;

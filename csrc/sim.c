@@ -848,20 +848,12 @@ static int finish_outliers(vp_sim *s, size_t n, double *x, double *vel, size_t *
 /* Phase 6 (physics.md 2.6): advection through the grid velocity.  Order 2 is Heun's
  * method in the frozen field of this step (u at x and at the Euler predictor, averaged);
  * order 1 is the seeds' explicit Euler.  The velocity used is cached on the particle.
- * With cells (tracers, many per node; gathered already) the lookups use the gathered
- * float32 cells and also sample the density deviation into dens; without, the double grid
- * (vortons, and tracers fewer than the nodes). */
-static int advect(vp_sim *s, int tracers, size_t n, double *x, double *vel, int cells, double *dens, int project)
+ * This is the double grid's path (vortons, and tracers fewer than the nodes); tracers
+ * with many per node take the gathered float32 cells (tracer_cells_begin / _end). */
+static int advect_nodes(vp_sim *s, int tracers, size_t n, double *x, double *vel)
 {
-    int threads = vp_threads(s), st;
+    const int threads = vp_threads(s);
     (void)threads;
-    if (cells) {
-        cells_pass P;
-        if ((st = cells_pass_init(s, n, x, vel, dens, project, &P))) return st;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 4096)
-        for (long b = 0; b < P.nb; b++) cells_pass_block(&P, b);
-        return finish_outliers(s, n, x, vel, P.oidx, P.ocnt, P.nb, P.block, P.bodies, (size_t)P.nbod);
-    }
     const vp_grid *g = &s->grid;
     const double dt = s->params.dt;
     const int order = s->params.advect_order;
@@ -881,7 +873,7 @@ static int advect(vp_sim *s, int tracers, size_t n, double *x, double *vel, int 
 int vp_advect_vortons(vp_sim *s)
 {
     if (!s->vortons.n) return VP_OK;
-    return advect(s, 0, s->vortons.n, s->vortons.position->data, s->vortons.velocity->data, 0, NULL, 0);
+    return advect_nodes(s, 0, s->vortons.n, s->vortons.position->data, s->vortons.velocity->data);
 }
 
 /* Whether the tracers take the cell path (many tracers per node: the cells are gathered
@@ -900,32 +892,55 @@ static int density_nonuniform(const vp_sim *s)
     return any;
 }
 
+/* The tracers' cell path, either side of its blocks (cells_pass_block): the cells gathered
+ * on `threads` threads and the pass set up, the tracers projected out of the bodies (whose
+ * `any`: the density grid is not uniform, so the tracers sample it); then the outliers moved
+ * (finish_outliers, from the bodies the blocks saw) and, in uniform fluid, the tracers'
+ * density zeroed. */
+static int tracer_cells_begin(vp_sim *s, int threads, cells_pass *P, int *any)
+{
+    vp_tracers *t = &s->tracers;
+    *any = density_nonuniform(s);
+    int st = gather_cell_velocity(s, threads);
+    return st ? st : cells_pass_init(s, t->n, t->position->data, t->velocity->data, *any ? t->density->data : NULL, 1, P);
+}
+
+static int tracer_cells_end(vp_sim *s, const cells_pass *P, int any)
+{
+    vp_tracers *t = &s->tracers;
+    int st = finish_outliers(s, t->n, t->position->data, t->velocity->data, P->oidx, P->ocnt, P->nb, P->block,
+                             P->bodies, (size_t)P->nbod);
+    if (!st && !any) memset(t->density->data, 0, t->n * sizeof(double)); /* uniform ambient fluid: nothing to sample */
+    return st;
+}
+
 /* Tracers also sample the density grid, so dye can be coloured by density or temperature.
- * *projected (if not NULL): set to 1 when the tracers that entered a body have also been
- * projected to its surface (the cell path; vp_sim_collide's tracer pass then has nothing
- * to do), 0 otherwise. */
+ * The cell path also projects the tracers that entered a body to its surface (vp_collide's
+ * tracer pass then has nothing to do: *projected = 1); the node path does not (0). */
 int vp_advect_tracers(vp_sim *s, int *projected)
 {
     vp_tracers *t = &s->tracers;
-    if (projected) *projected = 0;
+    *projected = 0;
     if (!t->n) return VP_OK;
-    const int any = density_nonuniform(s);
-    int st;
-    double *x = t->position->data, *d = t->density->data;
+    int st, any;
+    const int threads = vp_threads(s);
+    (void)threads;
     if (tracers_use_cells(s)) {
-        if ((st = gather_cell_velocity(s, vp_threads(s)))) return st;
-        if ((st = advect(s, 1, t->n, x, t->velocity->data, 1, any ? d : NULL, projected != NULL))) return st;
-        if (projected) *projected = 1;
-    } else {
-        if ((st = advect(s, 1, t->n, x, t->velocity->data, 0, NULL, 0))) return st;
-        if (any) {
-            int threads = vp_threads(s);
-            (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(static)
-            for (long i = 0; i < (long)t->n; i++) vp_grid_interp(&s->grid, s->grid_density, 1, x + 3 * i, d + i);
-        }
+        cells_pass P;
+        if ((st = tracer_cells_begin(s, threads, &P, &any))) return st;
+#pragma omp parallel for num_threads(threads) schedule(static) if (t->n > 4096)
+        for (long b = 0; b < P.nb; b++) cells_pass_block(&P, b);
+        *projected = 1;
+        return tracer_cells_end(s, &P, any);
     }
-    if (!any) memset(d, 0, t->n * sizeof(double)); /* uniform ambient fluid: nothing to sample */
+    double *x = t->position->data, *d = t->density->data;
+    if ((st = advect_nodes(s, 1, t->n, x, t->velocity->data))) return st;
+    if (density_nonuniform(s)) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (long i = 0; i < (long)t->n; i++) vp_grid_interp(&s->grid, s->grid_density, 1, x + 3 * i, d + i);
+    } else {
+        memset(d, 0, t->n * sizeof(double)); /* uniform ambient fluid: nothing to sample */
+    }
     return VP_OK;
 }
 
@@ -995,16 +1010,14 @@ static int overlap_wanted(const vp_sim *s)
  * partial either way), and those beyond the grid are left where they were. */
 static int diffuse_advect_overlapped(vp_sim *s, int with_contact, double tm[3], int *started)
 {
-    vp_tracers *t = &s->tracers;
-    const int threads = s->params.threads, any = density_nonuniform(s); /* the team: the user's count */
-    double *x = t->position->data, *d = t->density->data;
+    const int threads = s->params.threads; /* the team: the user's count */
     cells_pass P;
-    int st_v = VP_OK, st_t;
+    int st_v = VP_OK, st_t, any;
     *started = 0;
     /* with the contact, thread 0 changes the bodies: the tracers see a copy */
     vp_body *bcopy = with_contact ? malloc(s->n_bodies * sizeof(vp_body)) : NULL;
     if (with_contact && !bcopy) return VP_ERR_NOMEM;
-    if ((st_t = gather_cell_velocity(s, threads)) || (st_t = cells_pass_init(s, t->n, x, t->velocity->data, any ? d : NULL, 1, &P))) {
+    if ((st_t = tracer_cells_begin(s, threads, &P, &any))) {
         free(bcopy);
         return st_t;
     }
@@ -1043,8 +1056,7 @@ static int diffuse_advect_overlapped(vp_sim *s, int with_contact, double tm[3], 
         }
     }
     /* (with the contact there are no outliers: overlap_wanted) */
-    if (!st_t && !st_v) st_t = finish_outliers(s, t->n, x, t->velocity->data, P.oidx, P.ocnt, P.nb, P.block, P.bodies, s->n_bodies);
-    if (!st_t && !any) memset(d, 0, t->n * sizeof(double)); /* uniform ambient fluid */
+    if (!st_v) st_t = tracer_cells_end(s, &P, any);
     free(bcopy);
     return st_v ? st_v : st_t;
 }
