@@ -131,71 +131,108 @@ static void contact_column(size_t m, const double *restrict PS, const double xj[
  * VP_CONTACT_CHUNK contacts.  With one contact, k = 1: the single-vorton inverse exactly. */
 #define VP_CONTACT_CHUNK 512
 #define VP_CONTACT_BLOCK 256 /* vortons per block of vp_collide's contact scans */
-static int solve_contacts(const contact *c, size_t nc, double *a_out, int threads)
+
+/* Work space of solve_contacts for chunks of up to n contacts, one allocation. */
+typedef struct { double *G, *A, *k, *astar, *PS; } contact_ws;
+static double *contact_ws_alloc(size_t n, contact_ws *ws)
 {
-    (void)threads;
-    double *G = malloc(3 * nc * nc * sizeof(double)), *A = malloc(nc * nc * sizeof(double)),
-           *k = malloc(nc * sizeof(double)), *astar = malloc(3 * nc * sizeof(double));
-    if (!G || !A || !k || !astar) { free(G); free(A); free(k); free(astar); return VP_ERR_NOMEM; }
-    for (size_t j = 0; j < nc; j++) {
+    double *m = malloc((3 * n * n + n * n + n + 3 * n + 3 * n + 1) * sizeof(double));
+    if (m) { ws->G = m; ws->A = ws->G + 3 * n * n; ws->k = ws->A + n * n; ws->astar = ws->k + n; ws->PS = ws->astar + 3 * n; }
+    return m;
+}
+
+/* Cholesky factor in place of the lower triangle of the row-major nc x nc matrix A (its
+ * diagonal already ridged by lambda), pivots floored at lambda; P: 4 nc doubles of work space.
+ * Right-looking in panels of four columns: a panel is factored (each column updated by the
+ * panel's earlier ones, then scaled by its pivot), copied out contiguous, and every later row i
+ * takes the panel's rank-4 update A[i][q] -= sum_c L[i][c] L[q][c] (q in the trailing part, up
+ * to i) as one vectorised pass.  The dot-product form paid a horizontal sum per entry, most of
+ * its time at ~50 contacts. */
+VP_CLONES
+static void cholesky_lower(size_t nc, double *restrict A, double lambda, double *restrict P)
+{
+    for (size_t j0 = 0; j0 < nc; j0 += 4) {
+        const size_t jb = nc - j0 < 4 ? nc - j0 : 4, je = j0 + jb;
+        for (size_t j = j0; j < je; j++) {
+            for (size_t i = j; i < nc; i++) {
+                double *Ai = A + i * nc;
+                for (size_t c = j0; c < j; c++) Ai[j] -= Ai[c] * A[j * nc + c];
+            }
+            double d = A[j * nc + j];
+            d = sqrt(d > lambda ? d : lambda);
+            A[j * nc + j] = d;
+            const double inv = 1.0 / d;
+            for (size_t i = j + 1; i < nc; i++) A[i * nc + j] *= inv;
+        }
+        if (je == nc) break;
+        double *restrict P0 = P, *restrict P1 = P + nc, *restrict P2 = P + 2 * nc, *restrict P3 = P + 3 * nc;
+        for (size_t i = je; i < nc; i++) {
+            const double *Ai = A + i * nc + j0;
+            P0[i] = Ai[0]; P1[i] = jb > 1 ? Ai[1] : 0; P2[i] = jb > 2 ? Ai[2] : 0; P3[i] = jb > 3 ? Ai[3] : 0;
+        }
+        for (size_t i = je; i < nc; i++) {
+            double *restrict Ai = A + i * nc;
+            const double l0 = P0[i], l1 = P1[i], l2 = P2[i], l3 = P3[i];
+#pragma omp simd
+            for (size_t q = je; q <= i; q++) Ai[q] -= l0 * P0[q] + l1 * P1[q] + l2 * P2[q] + l3 * P3[q];
+        }
+    }
+}
+
+/* The shares for contacts c[0..nc) (nc <= VP_CONTACT_CHUNK), a_out[3 j ..] = k_j a_j*.  Called
+ * by every thread of the enclosing team (its loops are the team's worksharing loops; the
+ * factorisation, a few microseconds, is one thread's), or outside any parallel region alone. */
+static void solve_contacts(const contact *c, size_t nc, double *a_out, const contact_ws *ws)
+{
+    double *G = ws->G, *A = ws->A, *k = ws->k, *astar = ws->astar, *PS = ws->PS;
+    /* the exact single-vorton strengths, and the contact points as SoA so that a column of
+     * G[j][i] (velocity at P_i from a_j*, contiguous over i) is one vectorised loop */
+#pragma omp for schedule(static)
+    for (long jj = 0; jj < (long)nc; jj++) {
+        size_t j = (size_t)jj;
         double r[3] = {c[j].P[0] - c[j].xnew[0], c[j].P[1] - c[j].xnew[1], c[j].P[2] - c[j].xnew[2]};
         vp_kernel_assign_by_velocity(r, c[j].target, c[j].s2, astar + 3 * j);
+        PS[j] = c[j].P[0]; PS[nc + j] = c[j].P[1]; PS[2 * nc + j] = c[j].P[2];
     }
-    /* G[j][i]: velocity at P_i from a_j* (column j contiguous over i), the contact points as
-     * SoA so that a column is one vectorised loop (contact_column) */
-    double *PS = malloc(3 * nc * sizeof(double));
-    if (!PS) { free(G); free(A); free(k); free(astar); return VP_ERR_NOMEM; }
-    for (size_t i = 0; i < nc; i++) { PS[i] = c[i].P[0]; PS[nc + i] = c[i].P[1]; PS[2 * nc + i] = c[i].P[2]; }
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp for schedule(static)
     for (long jj = 0; jj < (long)nc; jj++) {
         size_t j = (size_t)jj;
         contact_column(nc, PS, c[j].xnew, astar + 3 * j, c[j].s2, G + 3 * j * nc);
     }
-    free(PS);
     /* normal equations A = G^T G (lower triangle), rhs = G^T t */
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 4)
+#pragma omp for schedule(dynamic, 1)
     for (long pp = 0; pp < (long)nc; pp++) {
-        size_t p = (size_t)pp;
+        size_t p = nc - 1 - (size_t)pp; /* the longest rows first: balanced ends */
         const double *gp = G + 3 * p * nc;
         double acc = 0;
         for (size_t i = 0; i < nc; i++) acc += vp_dot3(gp + 3 * i, c[i].target);
         k[p] = acc;
         gram_row(p, 3 * nc, G, A + p * nc);
     }
-    double trace = 0;
-    for (size_t p = 0; p < nc; p++) trace += A[p * nc + p];
-    double lambda = 1e-3 * trace / (double)nc + 1e-300;
-    for (size_t p = 0; p < nc; p++) A[p * nc + p] += lambda;
-    for (size_t j = 0; j < nc; j++) { /* Cholesky, lower triangle in place */
-        double d = A[j * nc + j], dd = 0;
-#pragma omp simd reduction(+ : dd)
-        for (size_t q = 0; q < j; q++) dd += A[j * nc + q] * A[j * nc + q];
-        d -= dd;
-        d = sqrt(d > lambda ? d : lambda);
-        A[j * nc + j] = d;
-        for (size_t i = j + 1; i < nc; i++) {
+#pragma omp single
+    {
+        double trace = 0;
+        for (size_t p = 0; p < nc; p++) trace += A[p * nc + p];
+        double lambda = 1e-3 * trace / (double)nc + 1e-300;
+        for (size_t p = 0; p < nc; p++) A[p * nc + p] += lambda;
+        cholesky_lower(nc, A, lambda, G); /* G is free again: the Gram matrix is built */
+        for (size_t i = 0; i < nc; i++) { /* L y = rhs */
             double sum = 0;
 #pragma omp simd reduction(+ : sum)
-            for (size_t q = 0; q < j; q++) sum += A[i * nc + q] * A[j * nc + q];
-            A[i * nc + j] = (A[i * nc + j] - sum) / d;
+            for (size_t q = 0; q < i; q++) sum += A[i * nc + q] * k[q];
+            k[i] = (k[i] - sum) / A[i * nc + i];
+        }
+        for (size_t i = nc; i-- > 0;) { /* L^T k = y, by columns of L^T (rows of L) */
+            k[i] /= A[i * nc + i];
+            const double ki = k[i], *restrict Ai = A + i * nc;
+#pragma omp simd
+            for (size_t q = 0; q < i; q++) k[q] -= Ai[q] * ki;
+        }
+        for (size_t j = 0; j < nc; j++) {
+            double kj = k[j] < 0 ? 0 : (k[j] > 1 ? 1 : k[j]);
+            for (int a = 0; a < 3; a++) a_out[3 * j + a] = kj * astar[3 * j + a];
         }
     }
-    for (size_t i = 0; i < nc; i++) {
-        double sum = k[i];
-        for (size_t q = 0; q < i; q++) sum -= A[i * nc + q] * k[q];
-        k[i] = sum / A[i * nc + i];
-    }
-    for (size_t i = nc; i-- > 0;) {
-        double sum = k[i];
-        for (size_t q = i + 1; q < nc; q++) sum -= A[q * nc + i] * k[q];
-        k[i] = sum / A[i * nc + i];
-    }
-    for (size_t j = 0; j < nc; j++) {
-        double kj = k[j] < 0 ? 0 : (k[j] > 1 ? 1 : k[j]);
-        for (int a = 0; a < 3; a++) a_out[3 * j + a] = kj * astar[3 * j + a];
-    }
-    free(G); free(A); free(k); free(astar);
-    return VP_OK;
 }
 
 /* Heat exchanged in one step between a body and a vorton in contact (part 10, conduction
@@ -228,16 +265,14 @@ int vp_collide(vp_sim *s, int tracers)
     vp_tracers *tr = &s->tracers;
     double rho0 = s->params.ambient_density, dt = s->params.dt, blend = s->params.contact_blend;
     int threads = vp_threads(s);
-    (void)threads;
     if (s->n_bodies == 0) return VP_OK;
     if (!s->grid_velocity) { int st = vp_sim_update_velocity_grid(s); if (st) return st; }
-    /* per vorton: old position (3), old vorticity (3), contact flag (1), heat (1) */
-    double *sc = vp_sim_scratch(s, 8 * v->n + 1);
-    if (!sc) return VP_ERR_NOMEM;
+    /* per vorton: the contact flag */
+    double *hit = vp_sim_scratch(s, v->n + 1);
+    if (!hit) return VP_ERR_NOMEM;
     double *x = v->position->data, *w = v->vorticity->data, *rad = v->radius->data, *den = v->density->data;
     for (size_t b = 0; b < s->n_bodies; b++) {
         vp_body *B = &s->bodies[b];
-        double *xo = sc, *wo = sc + 3 * v->n, *hit = sc + 6 * v->n, *Q = sc + 7 * v->n;
         const vp_body Bc = *B;
         /* One parallel region for the contact scan, the contacts' lists and their ambient
          * velocities (in hot_ball, with ~1e3 vortons, the scans were most of the phase's serial
@@ -250,7 +285,9 @@ int vp_collide(vp_sim *s, int tracers)
         float *F = malloc((7 * v->n + 1) * sizeof(float));
         if (!bh || !cs || !F) { free(bh); free(cs); free(F); return VP_ERR_NOMEM; }
         size_t nf = 0;
-#pragma omp parallel num_threads(threads) if (nvb > 1)
+        contact_ws ws = {0};
+        double *wsm = NULL, *anew = NULL;
+#pragma omp parallel num_threads(threads) if (nv >= 64)
         {
 #pragma omp for schedule(static)
             for (long vb = 0; vb < nvb; vb++) {
@@ -259,7 +296,7 @@ int vp_collide(vp_sim *s, int tracers)
                     const size_t i = (size_t)ii;
                     double r[3] = {x[3 * i] - Bc.position[0], x[3 * i + 1] - Bc.position[1], x[3 * i + 2] - Bc.position[2]};
                     double reach = Bc.radius + rad[i];
-                    hit[i] = 0; Q[i] = 0;
+                    hit[i] = 0;
                     if (vp_dot3(r, r) < reach * reach) { hit[i] = 1; h++; }
                 }
                 bh[vb] = h;
@@ -268,6 +305,10 @@ int vp_collide(vp_sim *s, int tracers)
             {
                 for (long vb = 0; vb < nvb; vb++) { size_t h = bh[vb]; bh[vb] = nc; nc += h; }
                 nf = v->n - nc;
+                if (nc) {
+                    wsm = contact_ws_alloc(nc < VP_CONTACT_CHUNK ? nc : VP_CONTACT_CHUNK, &ws);
+                    anew = malloc(3 * nc * sizeof(double));
+                }
             }
             /* the contacts' indices, and the vortons not in contact as float32 SoA (x, y, z
              * relative to the body's centre, a, s^2) for a vectorised sum (ambient_sum) */
@@ -307,16 +348,18 @@ int vp_collide(vp_sim *s, int tracers)
                                 (float)(P[2] - Bc.position[2]), ug);
                     place_contact(&Bc, xi, rad[i], ug, &cs[q]);
                 }
+                /* the shares, by the same team (solve_contacts) */
+                if (wsm && anew)
+                    for (size_t c0 = 0; c0 < nc; c0 += VP_CONTACT_CHUNK)
+                        solve_contacts(cs + c0, nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK, anew + 3 * c0, &ws);
             }
         }
-        free(F); free(bh);
+        free(F); free(bh); free(wsm);
+        double dI[3] = {0, 0, 0}, dA[3] = {0, 0, 0}, heat = 0;
         if (nc) {
-            double *anew = malloc(3 * nc * sizeof(double));
             if (!anew) { free(cs); return VP_ERR_NOMEM; }
-            for (size_t c0 = 0; c0 < nc; c0 += VP_CONTACT_CHUNK) {
-                size_t cn = nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK;
-                if (solve_contacts(cs + c0, cn, anew + 3 * c0, threads)) { free(cs); free(anew); return VP_ERR_NOMEM; }
-            }
+            /* (the work space failed before any vorton changed: nothing to undo) */
+            if (!wsm) { free(cs); free(anew); return VP_ERR_NOMEM; }
             /* Added-mass guard: the boundary vorticity a step assigns moves fluid of a mass
              * several times rho0 Vb with the body's slip, and the body takes the opposite
              * impulse; for a light body (M ~ rho0 Vb) that explicit exchange overshoots, the
@@ -329,44 +372,37 @@ int vp_collide(vp_sim *s, int tracers)
                 double ratio = Bc.mass / (4.0 * rho0 * vp_volume(Bc.radius));
                 if (ratio < 1.0) bl = blend * ratio;
             }
+            /* Each contact vorton is reassigned, and the fluid's impulse about the body centre
+             * c changes by its new terms minus its old (linear 1/2 (x-c) x a, angular
+             * 1/3 (x-c) x ((x-c) x a): momentum hand-over, physics.md 2.7); the body receives
+             * minus rho0 times the sums.  Serial, in index order: deterministic. */
             for (size_t q = 0; q < nc; q++) {
                 size_t i = cs[q].i;
                 double V = vp_volume(rad[i]);
-                memcpy(xo + 3 * i, x + 3 * i, 3 * sizeof(double));
-                memcpy(wo + 3 * i, w + 3 * i, 3 * sizeof(double));
-                for (int a = 0; a < 3; a++) {
-                    x[3 * i + a] = cs[q].xnew[a];
-                    w[3 * i + a] += bl * (anew[3 * q + a] / V - w[3 * i + a]);
+                for (int pass = 0; pass < 2; pass++) {
+                    if (pass)
+                        for (int a = 0; a < 3; a++) {
+                            x[3 * i + a] = cs[q].xnew[a];
+                            w[3 * i + a] += bl * (anew[3 * q + a] / V - w[3 * i + a]);
+                        }
+                    double sg = pass ? 1.0 : -1.0;
+                    double d[3] = {x[3 * i] - Bc.position[0], x[3 * i + 1] - Bc.position[1], x[3 * i + 2] - Bc.position[2]};
+                    double av[3] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V}, dxa[3], dxdxa[3];
+                    vp_cross3(d, av, dxa);
+                    vp_cross3(d, dxa, dxdxa);
+                    for (int k = 0; k < 3; k++) { dI[k] += sg * 0.5 * dxa[k]; dA[k] += sg * dxdxa[k] / 3.0; }
                 }
                 if (Bc.thermal_conductivity > 0) {
                     double Ci = s->params.fluid_heat_capacity * V;
                     double Ti = vp_temperature_from_density(rho0, den[i]);
-                    Q[i] = conduct(Bc.thermal_conductivity, dt, Bc.temperature, Ti, Ci, Bc.heat_capacity);
-                    den[i] = vp_density_from_temperature(rho0, Ti + Q[i] / Ci);
+                    double Q = conduct(Bc.thermal_conductivity, dt, Bc.temperature, Ti, Ci, Bc.heat_capacity);
+                    den[i] = vp_density_from_temperature(rho0, Ti + Q / Ci);
+                    heat += Q;
                 }
             }
             free(anew);
         }
         free(cs);
-        /* Momentum hand-over, about the body centre c: the fluid's linear impulse
-         * 1/2 sum (x-c) x a and angular impulse 1/3 sum (x-c) x ((x-c) x a) change only through
-         * the vortons just reassigned; the body receives minus rho0 times each change.
-         * Serial, in index order: deterministic. */
-        double dI[3] = {0, 0, 0}, dA[3] = {0, 0, 0}, heat = 0;
-        for (size_t i = 0; i < v->n; i++) {
-            if (hit[i] == 0) continue;
-            double V = vp_volume(rad[i]);
-            for (int pass = 0; pass < 2; pass++) {
-                const double *xp = pass ? x + 3 * i : xo + 3 * i, *wp = pass ? w + 3 * i : wo + 3 * i;
-                double sg = pass ? 1.0 : -1.0;
-                double d[3] = {xp[0] - Bc.position[0], xp[1] - Bc.position[1], xp[2] - Bc.position[2]};
-                double a[3] = {wp[0] * V, wp[1] * V, wp[2] * V}, dxa[3], dxdxa[3];
-                vp_cross3(d, a, dxa);
-                vp_cross3(d, dxa, dxdxa);
-                for (int k = 0; k < 3; k++) { dI[k] += sg * 0.5 * dxa[k]; dA[k] += sg * dxdxa[k] / 3.0; }
-            }
-            heat += Q[i];
-        }
         double J[3] = {-rho0 * dI[0], -rho0 * dI[1], -rho0 * dI[2]};
         double K[3] = {-rho0 * dA[0], -rho0 * dA[1], -rho0 * dA[2]};
         if (!B->fixed) { vp_body_apply_impulse(B, J); vp_body_apply_impulsive_torque(B, K); }
