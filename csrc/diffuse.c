@@ -460,6 +460,16 @@ static void eddy_viscosity(const vp_grid *g, const double *restrict jac, const d
     }
 }
 
+/* A task of diffuse_pass's pair loop (a block of rows) and its cost estimate; ordered longest
+ * first, then by index. */
+typedef struct { long task; double cost; } pse_task;
+static int pse_task_cmp(const void *a, const void *b)
+{
+    const pse_task *x = a, *y = b;
+    if (x->cost != y->cost) return x->cost > y->cost ? -1 : 1;
+    return (x->task > y->task) - (x->task < y->task);
+}
+
 /* One explicit PSE exchange of length dt (the eddy viscosity's cap uses the step's dt). */
 static int diffuse_pass(vp_sim *s, double dt)
 {
@@ -589,7 +599,16 @@ static int diffuse_pass(vp_sim *s, double dt)
     const int nyb = (nc[1] + YB - 1) / YB;
     static const int fwd[13][2] = {{0, 0}, {1, 0}, {2, 0}, {-2, 1}, {-1, 1}, {0, 1}, {1, 1}, {2, 1},
                                    {-2, 2}, {-1, 2}, {0, 2}, {1, 2}, {2, 2}}; /* (dy, dz) */
+    /* The largest batch, and the tasks of each colour that have work, longest first by the
+     * estimate sum over their rows of (own vortons) x (batch size): a plume fills a few of a
+     * colour's blocks, and taken in index order one long task often came last, leaving the
+     * other threads at the colour's barrier.  A colour's tasks write to disjoint outputs, so
+     * their order does not change the result. */
     size_t maxc = 0;
+    const long ntask_max = ((long)nc[2] + 2) / 3 * ((long)nyb + 1) / 2 + 1;
+    pse_task *tasks = malloc(6 * (size_t)ntask_max * sizeof(pse_task));
+    long tcount[6] = {0, 0, 0, 0, 0, 0};
+    if (!tasks) { vp_bins_free(&bins); return VP_ERR_NOMEM; }
     for (int cz = 0; cz < nc[2]; cz++)
         for (int cy = 0; cy < nc[1]; cy++) {
             size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
@@ -602,7 +621,15 @@ static int diffuse_pass(vp_sim *s, double dt)
                 m += start[row + nc[0]] - start[row];
             }
             if (m > maxc) maxc = m;
+            /* this row's block: colour (cz mod 3, block mod 2), task (cz / 3, block / 2) */
+            const int yb = cy / YB, col = (cz % 3) + 3 * (yb % 2);
+            const long ny = (nyb - yb % 2 + 1) / 2, task = (long)(cz / 3) * ny + yb / 2;
+            pse_task *tl = tasks + (size_t)col * (size_t)ntask_max;
+            if (tcount[col] == 0 || tl[tcount[col] - 1].task != task) tl[tcount[col]++] = (pse_task){task, 0};
+            tl[tcount[col] - 1].cost += (double)(start[r0 + nc[0]] - start[r0]) * (double)m;
         }
+    for (int col = 0; col < 6; col++)
+        qsort(tasks + (size_t)col * (size_t)ntask_max, (size_t)tcount[col], sizeof(pse_task), pse_task_cmp);
     int nomem = 0;
     const int avx512 = pse_cpu_avx512();
 #pragma omp parallel num_threads(threads) reduction(| : nomem)
@@ -618,10 +645,11 @@ static int diffuse_pass(vp_sim *s, double dt)
         if (!bb || !bf || !xoff || !idx || !pk || !flag) nomem = 1;
         for (int col = 0; col < 6; col++) {
             const int pz = col % 3, py = col / 3;
-            const long nz = (nc[2] - pz + 2) / 3, ny = (nyb - py + 1) / 2;
+            const long ny = (nyb - py + 1) / 2;
+            const pse_task *tl = tasks + (size_t)col * (size_t)ntask_max;
 #pragma omp for schedule(dynamic, 1)
-            for (long task = 0; task < nz * ny; task++)
-            for (int cz = pz + 3 * (int)(task / ny), yb = py + 2 * (int)(task % ny), cy = YB * yb;
+            for (long t = 0; t < tcount[col]; t++)
+            for (int cz = pz + 3 * (int)(tl[t].task / ny), yb = py + 2 * (int)(tl[t].task % ny), cy = YB * yb;
                  cy < YB * (yb + 1) && cy < nc[1]; cy++) {
                 size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
                 if (!bb || !bf || !xoff || !idx || !pk || !flag || start[r0 + nc[0]] == start[r0]) continue;
@@ -690,6 +718,7 @@ static int diffuse_pass(vp_sim *s, double dt)
         }
         free(bb); free(bf); free(xoff); free(idx); free(pk); free(flag);
     }
+    free(tasks);
     if (nomem || pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut), threads)) {
         vp_bins_free(&bins); return VP_ERR_NOMEM;
     }
