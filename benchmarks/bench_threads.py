@@ -1,0 +1,143 @@
+#!/usr/bin/env python
+"""Per-phase speed-up from 1 to 2 threads on the seeds' scenes, each phase alone
+(``Sim.overlap = 0``), measured on identical work and robust to a noisy second CPU.
+
+Each scene is warmed up as in ``bench_scenes.py`` and saved; hot_ball is saved at several
+frames of its 330-930 stretch (``--hot-ball-states``), since its vorton count has no steady
+state.  Every repeat loads each saved state at 1 and at 2 threads (alternating which goes
+first), steps once (allocations, the thread team) and times the next ``--steps`` steps; those
+steps do the same work in every repeat, so per (state, step, thread count, phase) the repeats
+differ only by what else the machine did meanwhile.  Two estimates per phase are printed:
+
+* ``best``: the sum over states and steps of each one's minimum over the repeats: what the
+  code does when the machine leaves it alone (the usual reading of a micro-benchmark, as
+  ``timeit`` takes the minimum);
+* ``median``: the same with the median over the repeats: what a run sees on this machine,
+  whose second vCPU is often busy with other work (then a phase waits at its barriers).
+
+The target (issue 5) is 1.7x or more for every phase that is not memory-bound; tracer
+advection is compared with the memory bandwidth in ``bench_scenes.py``.  The compute-bound
+NumPy loop of ``_common.compute_rate`` is timed before and after, as the machine's own ceiling
+at that moment.  Writes ``benchmarks/results/threads.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402  (sets OPENBLAS_NUM_THREADS=1 before NumPy)
+
+import numpy as np  # noqa: E402
+
+import vortonpy as vp  # noqa: E402
+from bench_scenes import warm_up  # noqa: E402
+
+SCENES = ["ball_through_smoke", "hot_ball", "spinning_ball", "vortex_ring", "dye_drop"]
+PHASES = ["domain", "velocity", "stretch", "baroclinic", "diffuse", "advect_vortons", "advect_tracers", "contact",
+          "emit", "remesh"]
+MEMORY_BOUND = {"advect_tracers"}  # judged against the bandwidth (bench_scenes.py), not 1.7x
+
+
+def saved_states(name, tmpdir, hot_ball_states, warm):
+    """Paths of the saved states to time for one scene."""
+    sim = getattr(vp.scenes, name)(threads=2)
+    paths = []
+    if name == "hot_ball":
+        sim.step(330)
+        gap = 600 // max(hot_ball_states, 1)
+        for k in range(hot_ball_states):
+            p = os.path.join(tmpdir, f"{name}_{sim.frame}.npz")
+            sim.save(p)
+            paths.append(p)
+            sim.step(gap)
+    else:
+        warm_up(name, sim, warm, False)
+        p = os.path.join(tmpdir, name + ".npz")
+        sim.save(p)
+        paths.append(p)
+    return paths
+
+
+def time_state(path, threads, steps):
+    """Per step, the phases' ms and the step's wall ms, after one untimed step."""
+    s = vp.Sim.load(path, threads=threads)
+    s.overlap = 0
+    s.step()
+    out = []
+    for _ in range(steps):
+        _, ms = C.timed(s.step)
+        t = dict(s.timings)
+        t["step"] = ms
+        out.append(t)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=15, help="loads of each state per thread count (default 15)")
+    ap.add_argument("--steps", type=int, default=3, help="timed steps after each load (default 3)")
+    ap.add_argument("--hot-ball-states", type=int, default=10, help="hot_ball states over frames 330-930 (default 10)")
+    ap.add_argument("--warmup", type=int, default=10, help="warm-up frames of the other scenes (default 10)")
+    ap.add_argument("--min-ms", type=float, default=0.02,
+                    help="phases below this many ms a step at 1 thread are not judged (default 0.02)")
+    ap.add_argument("--scenes", nargs="+", default=SCENES)
+    a = ap.parse_args(argv)
+
+    print(C.header("vortonpy: per-phase speed-up from 1 to 2 threads (each phase alone)"))
+    C.wait_quiet(30)
+    ceil_before = C.compute_rate(2) / C.compute_rate(1)
+    tmpdir = tempfile.mkdtemp(prefix="vortonpy-threads-")
+    paths = {name: saved_states(name, tmpdir, a.hot_ball_states, a.warmup) for name in a.scenes}
+    # per (scene, state, step, threads): a list over repeats of {phase: ms}.  Each repeat goes
+    # over every scene, so a noisy spell falls on all of them alike.
+    rec = {}
+    for r in range(a.repeats):
+        for name in a.scenes:
+            for si, p in enumerate(paths[name]):
+                for t in ((1, 2) if r % 2 == 0 else (2, 1)):
+                    for k, tm in enumerate(time_state(p, t, a.steps)):
+                        rec.setdefault((name, si, k, t), []).append(tm)
+    results = {}
+    rows = []
+    for name in a.scenes:
+        ns = len(paths[name])
+        keys = sorted({k for (n, *_), v in rec.items() if n == name for tm in v for k in tm})
+        res = {}
+        for ph in ["step"] + [p for p in PHASES if p in keys]:
+            est = {}
+            for how, f in (("best", np.min), ("median", np.median)):
+                for t in (1, 2):
+                    est[(how, t)] = float(sum(f([tm[ph] for tm in rec[(name, si, k, t)]])
+                                              for si in range(ns) for k in range(a.steps)))
+            per_step = ns * a.steps
+            r1, r2 = est[("best", 1)] / per_step, est[("best", 2)] / per_step
+            sb = est[("best", 1)] / est[("best", 2)] if est[("best", 2)] > 0 else float("nan")
+            sm = est[("median", 1)] / est[("median", 2)] if est[("median", 2)] > 0 else float("nan")
+            judged = ph != "step" and ph not in MEMORY_BOUND and r1 >= a.min_ms
+            res[ph] = dict(best_ms_1=r1, best_ms_2=r2, median_ms_1=est[("median", 1)] / per_step,
+                           median_ms_2=est[("median", 2)] / per_step, speedup_best=sb, speedup_median=sm,
+                           judged=judged)
+            if ph == "step" or r1 >= a.min_ms:
+                verdict = ("memory-bound" if ph in MEMORY_BOUND else
+                           ("" if not judged else ("met" if sb >= 1.7 else "NOT met")))
+                rows.append([name, ph, f"{r1:.3f}", f"{r2:.3f}", f"{sb:.2f}x", f"{sm:.2f}x", verdict])
+        results[name] = dict(states=ns, steps=a.steps, repeats=a.repeats, phases=res)
+        for p in paths[name]:
+            os.unlink(p)
+    ceil_after = C.compute_rate(2) / C.compute_rate(1)
+    print()
+    print(C.md_table(["scene", "phase", "1 thr ms (best)", "2 thr ms (best)", "speed-up (best)",
+                      "speed-up (median)", "target >= 1.7x (best)"], rows))
+    print(f"\nThe machine's own ceiling, a compute-bound loop on 2 threads vs 1: {ceil_before:.2f}x before, "
+          f"{ceil_after:.2f}x after.  'best': per state and step the fastest of the repeats; 'median': their "
+          f"median.  Phases under {a.min_ms} ms a step at 1 thread are left out.")
+    path = C.write_json("threads.json", dict(results=results, ceiling_before=ceil_before, ceiling_after=ceil_after,
+                                             args=vars(a)))
+    print(f"wrote {os.path.relpath(path)}")
+
+
+if __name__ == "__main__":
+    main()
