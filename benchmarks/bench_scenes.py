@@ -78,22 +78,33 @@ def hot_ball_run(threads, start, frames, tmpdir, kw):
     hot_ball's steady state as "about 1e3 vortons" (the seeds' count, without remeshing),
     while remeshing keeps this scene's count at about twice that on average.  Also at the
     most threads with ``overlap=0`` (key "N, overlap 0"): every phase alone on all threads, for
-    comparison with the default, where tracer advection may run beside diffusion."""
+    comparison with the default, where tracer advection may run beside diffusion.  The runs
+    step in lockstep, so noise on this shared machine falls on all of them alike."""
     sim = vp.scenes.hot_ball(threads=max(threads), **kw)
     sim.step(start)
     path = os.path.join(tmpdir, "hot_ball_run.npz")
     sim.save(path)
     del sim
-    out = {}
-    for t in list(threads) + ([f"{max(threads)}, overlap 0"] if max(threads) > 1 else []):
-        s = vp.Sim.load(path, threads=max(threads) if isinstance(t, str) else t)
+    keys = list(threads) + ([f"{max(threads)}, overlap 0"] if max(threads) > 1 else [])
+    sims = {}
+    for t in keys:
+        sims[t] = vp.Sim.load(path, threads=max(threads) if isinstance(t, str) else t)
         if isinstance(t, str):
-            s.overlap = 0
-        ms, nv, nt, core, nv0 = [], [], [], [], []
-        for _ in range(frames):
-            nv0.append(len(s.vortons))
+            sims[t].overlap = 0
+    rec = {t: dict(ms=[], nv=[], nt=[], core=[], nv0=[]) for t in keys}
+    # the runs step in lockstep, alternating which goes first, so that a busy spell of the
+    # machine falls on all of them alike (run one after another, one row caught it alone)
+    for f in range(frames):
+        for t in (keys if f % 2 == 0 else keys[::-1]):
+            s, r = sims[t], rec[t]
+            r["nv0"].append(len(s.vortons))
             _, m = C.timed(s.step)
-            ms.append(m); nv.append(len(s.vortons)); nt.append(len(s.tracers)); core.append(s.timings["total"])
+            r["ms"].append(m); r["nv"].append(len(s.vortons)); r["nt"].append(len(s.tracers))
+            r["core"].append(s.timings["total"])
+    out = {}
+    for t in keys:
+        r = rec[t]
+        ms, nv, nt, core, nv0 = r["ms"], r["nv"], r["nt"], r["core"], r["nv0"]
         near = [m for m, k in zip(ms, nv0) if 500 <= k <= 1500]
         out[t] = dict(mean_ms=float(np.mean(ms)), median_ms=float(np.median(ms)), p90_ms=float(np.percentile(ms, 90)),
                       p99_ms=float(np.percentile(ms, 99)), max_ms=float(np.max(ms)),
@@ -101,7 +112,7 @@ def hot_ball_run(threads, start, frames, tmpdir, kw):
                       mean_vortons=float(np.mean(nv)), min_vortons=int(np.min(nv)), max_vortons=int(np.max(nv)),
                       mean_tracers=float(np.mean(nt)),
                       near_1e3_mean_ms=float(np.mean(near)) if near else None, near_1e3_frames=len(near))
-        del s
+    del sims
     os.unlink(path)
     return dict(start_frame=start, frames=frames, threads=out)
 
@@ -195,7 +206,10 @@ def main(argv=None):
         row += [f"{r['threads'][t]['median_ms']:.2f} (min {r['threads'][t]['min_ms']:.2f})" for t in ts]
         row += [f"{r['speedup']:.2f}x" if r["speedup"] == r["speedup"] else "n/a"]
         tgt = r["target_ms_2threads"]
-        row += [f"<= {tgt} ms: " + ("met" if r["threads"][max(ts)]["median_ms"] <= tgt else "NOT met") if tgt else ""]
+        if name == "hot_ball" and tgt:  # the target is for ~1e3 vortons: judged over the run below
+            row += [f"<= {tgt} ms at ~1e3 vortons: judged over frames 330-930 below"]
+        else:
+            row += [f"<= {tgt} ms: " + ("met" if r["threads"][max(ts)]["median_ms"] <= tgt else "NOT met") if tgt else ""]
         rows.append(row)
     print()
     print(C.md_table(["scene", "vortons", "tracers"] + [f"{t} thread{'s' if t > 1 else ''} ms/frame" for t in ts]
@@ -265,6 +279,12 @@ def main(argv=None):
                            f"{run['threads'][t]['p90_ms']:.2f}", f"{run['threads'][t]['p99_ms']:.2f}",
                            f"{run['threads'][t]['max_ms']:.2f}", f"{run['threads'][t]['max_core_ms']:.2f}", near(t)]
                           for t in run["threads"]]))
+        r2 = run["threads"].get(max(ts))
+        if r2 and r2["near_1e3_frames"]:
+            tgt = SCENES["hot_ball"][0]
+            print(f"\nhot_ball target (<= {tgt} ms a frame at {max(ts)} threads at ~1e3 vortons): "
+                  f"{r2['near_1e3_mean_ms']:.2f} ms over the {r2['near_1e3_frames']} frames that start with "
+                  f"500-1500 vortons: {'met' if r2['near_1e3_mean_ms'] <= tgt else 'NOT met'}")
     out = C.write_json("scenes_quick.json" if a.quick else "scenes.json",
                        dict(args=vars(a), repeats=repeats, frames=frames, results=results, machine_ceilings=ceil,
                             hot_ball_run=run))
