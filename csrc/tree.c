@@ -32,7 +32,8 @@ struct vp_tree {
     tnode *nodes; size_t n_nodes, n_alloc;
     size_t n, n_cap;
     int *perm;          /* permuted index -> original */
-    int *tmp;
+    int *tmp, *tmp2;    /* the build's octant of each vorton, and its sorted range */
+    double *mag;        /* |a| per vorton (original order), for the centroids */
     double *x, *a, *s2; /* permuted copies, 3,3,1 per vorton */
     float *f;           /* permuted float32 SoA for the near field: 7 arrays of n_cap, */
                         /* x y z relative to o, then a_x a_y a_z, then s^2 */
@@ -45,7 +46,8 @@ vp_tree *vp_tree_create(void) { return calloc(1, sizeof(vp_tree)); }
 void vp_tree_free(vp_tree *t)
 {
     if (!t) return;
-    free(t->nodes); free(t->perm); free(t->tmp); free(t->x); free(t->a); free(t->s2); free(t->f);
+    free(t->nodes); free(t->perm); free(t->tmp); free(t->tmp2); free(t->mag); free(t->x); free(t->a); free(t->s2);
+    free(t->f);
     free(t);
 }
 
@@ -70,8 +72,7 @@ static void summarise(vp_tree *t, tnode *nd, const double *pos, const double *st
     double wsum = 0, c[3] = {0, 0, 0}, g[3] = {0, 0, 0};
     for (int q = nd->start; q < nd->start + nd->count; q++) {
         int i = t->perm[q];
-        const double *a = str + 3 * i, *x = pos + 3 * i;
-        double m = sqrt(vp_dot3(a, a));
+        const double *x = pos + 3 * i, m = t->mag[i]; /* sqrt(a . a), once per build */
         wsum += m;
         for (int k = 0; k < 3; k++) { c[k] += m * x[k]; g[k] += x[k]; }
     }
@@ -109,12 +110,10 @@ static int build(vp_tree *t, int id, double bc[3], double half, int depth, int l
     }
     off[0] = start;
     for (int o = 1; o < 8; o++) off[o] = off[o - 1] + cnt[o - 1];
-    int *sorted = malloc((size_t)count * sizeof(int));
-    if (!sorted) return -1;
+    int *sorted = t->tmp2 + start; /* (a malloc per node was a tenth of the build) */
     int pos_o[8]; memcpy(pos_o, off, sizeof off);
     for (int q = start; q < start + count; q++) sorted[pos_o[t->tmp[q]]++ - start] = t->perm[q];
     memcpy(t->perm + start, sorted, (size_t)count * sizeof(int));
-    free(sorted);
     for (int o = 0; o < 8; o++) {
         if (!cnt[o]) continue;
         int cid = new_node(t);
@@ -135,6 +134,8 @@ int vp_tree_build(vp_tree *t, size_t n, const double *pos, const double *strengt
     if (n > t->n_cap) {
         int *p = realloc(t->perm, n * sizeof(int)); if (!p) return VP_ERR_NOMEM; t->perm = p;
         p = realloc(t->tmp, n * sizeof(int)); if (!p) return VP_ERR_NOMEM; t->tmp = p;
+        p = realloc(t->tmp2, n * sizeof(int)); if (!p) return VP_ERR_NOMEM; t->tmp2 = p;
+        double *mg = realloc(t->mag, n * sizeof(double)); if (!mg) return VP_ERR_NOMEM; t->mag = mg;
         double *d = realloc(t->x, 3 * n * sizeof(double)); if (!d) return VP_ERR_NOMEM; t->x = d;
         d = realloc(t->a, 3 * n * sizeof(double)); if (!d) return VP_ERR_NOMEM; t->a = d;
         d = realloc(t->s2, n * sizeof(double)); if (!d) return VP_ERR_NOMEM; t->s2 = d;
@@ -144,6 +145,7 @@ int vp_tree_build(vp_tree *t, size_t n, const double *pos, const double *strengt
     t->n = n; t->n_nodes = 0;
     if (n == 0) return VP_OK;
     double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = 0; i < n; i++) t->mag[i] = sqrt(vp_dot3(strength + 3 * i, strength + 3 * i));
     for (size_t i = 0; i < n; i++) {
         t->perm[i] = (int)i;
         for (int k = 0; k < 3; k++) {
