@@ -233,8 +233,17 @@ int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], con
     const size_t ncell = (size_t)b->nc[0] * b->nc[1] * b->nc[2];
     const int nt = threads > 1 && n >= VP_BINS_PARALLEL_MIN ? threads : 1;
     size_t *start = malloc((ncell + 1) * sizeof(size_t)), *order = malloc((n + 1) * sizeof(size_t)),
-           *cid = malloc((n + 1) * sizeof(size_t)), *fill = calloc((size_t)nt * ncell + 1, sizeof(size_t));
-    if (!start || !order || !cid || !fill) { free(start); free(order); free(cid); free(fill); return VP_ERR_NOMEM; }
+           *cid = malloc((n + 1) * sizeof(size_t)), *fill = malloc(((size_t)nt * ncell + 1) * sizeof(size_t)),
+           *part = malloc(((size_t)nt + 1) * sizeof(size_t));
+    if (!start || !order || !cid || !fill || !part) {
+        free(start); free(order); free(cid); free(fill); free(part); return VP_ERR_NOMEM;
+    }
+    /* A counting sort in three parallel passes: each thread counts its share of the points
+     * per box (fill, a row per thread); each turns the counts of its share of the boxes into
+     * offsets (box c's points are the shares' in thread order), after one serial pass over
+     * the shares' totals; each places its points.  The order within a box is the points'
+     * own, so the result is the same at any thread count.  (The offsets were one serial pass
+     * over nt x ncell counts, which kept the build serial below 20000 points.) */
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int t = 0;
@@ -242,7 +251,9 @@ int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], con
         t = omp_get_thread_num();
 #endif
         const size_t i0 = n * (size_t)t / (size_t)nt, i1 = n * (size_t)(t + 1) / (size_t)nt;
+        const size_t c0 = ncell * (size_t)t / (size_t)nt, c1 = ncell * (size_t)(t + 1) / (size_t)nt;
         size_t *cnt = fill + (size_t)t * ncell; /* this share's count per box, then its next slot */
+        memset(cnt, 0, ncell * sizeof(size_t));
         for (size_t i = i0; i < i1; i++) {
             size_t c = 0, stride = 1;
             for (int a = 0; a < 3; a++) {
@@ -254,17 +265,26 @@ int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], con
             cnt[c]++;
         }
 #pragma omp barrier
+        size_t tot = 0; /* the points in this thread's boxes */
+        for (size_t c = c0; c < c1; c++)
+            for (int u = 0; u < nt; u++) tot += fill[(size_t)u * ncell + c];
+        part[t + 1] = tot;
+#pragma omp barrier
 #pragma omp single
-        { /* box c's points: the shares' in thread order */
-            size_t run = 0;
-            for (size_t c = 0; c < ncell; c++) {
-                start[c] = run;
-                for (int u = 0; u < nt; u++) { const size_t k = fill[(size_t)u * ncell + c]; fill[(size_t)u * ncell + c] = run; run += k; }
-            }
-            start[ncell] = run;
+        {
+            part[0] = 0;
+            for (int u = 0; u < nt; u++) part[u + 1] += part[u];
+            start[ncell] = part[nt];
         }
+        size_t run = part[t];
+        for (size_t c = c0; c < c1; c++) {
+            start[c] = run;
+            for (int u = 0; u < nt; u++) { const size_t k = fill[(size_t)u * ncell + c]; fill[(size_t)u * ncell + c] = run; run += k; }
+        }
+#pragma omp barrier
         for (size_t i = i0; i < i1; i++) order[cnt[cid[i]]++] = i;
     }
+    free(part);
     free(fill); free(cid);
     b->start = start; b->order = order;
     return VP_OK;

@@ -56,7 +56,7 @@ static inline int vp_cell_count(double span, double cell)
     const double q = span / cell;
     return q >= 0 && q < 1e9 ? (int)q + 1 : (q >= 1e9 ? 1000000000 : 1);
 }
-#define VP_BINS_PARALLEL_MIN 20000 /* points, below which vp_bins_build sorts on one thread */
+#define VP_BINS_PARALLEL_MIN 1024 /* points, below which vp_bins_build sorts on one thread */
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
                   double max_cells, int threads);
 void vp_bins_free(vp_bins *b);
