@@ -63,3 +63,30 @@ extern "C" int vp_fft_exec(const vp_fft *p, float *buf, int forward)
 }
 
 extern "C" const char *vp_fft_isa(void) { return cpu_has_avx2() ? "avx2" : "baseline"; }
+
+/* The poisson kernel's transform on one octant (fft_lines.h): DCT-I along the two axes in
+ * which the data are even, DST-I along the odd one over its interior points (pocketfft's
+ * unnormalised transforms, in double), in place.  Nonzero when out of memory. */
+extern "C" int vp_fft_kernel_octant(double *data, const size_t dims[3], int odd_axis)
+{
+    try {
+        /* C order: z slowest, x fastest */
+        pocketfft::shape_t shape{dims[2], dims[1], dims[0]};
+        const ptrdiff_t sd = static_cast<ptrdiff_t>(sizeof(double));
+        pocketfft::stride_t st{static_cast<ptrdiff_t>(dims[1] * dims[0]) * sd, static_cast<ptrdiff_t>(dims[0]) * sd, sd};
+        const size_t odd = static_cast<size_t>(2 - odd_axis);
+        pocketfft::shape_t even;
+        for (size_t a = 0; a < 3; a++)
+            if (a != odd && shape[a] > 1) even.push_back(a);
+        if (!even.empty()) pocketfft::dct<double>(shape, st, st, even, 1, data, data, 1.0, false, 1);
+        if (shape[odd] > 2) {
+            pocketfft::shape_t inner = shape;
+            inner[odd] = shape[odd] - 2;
+            double *d1 = data + st[odd] / sd; /* the interior starts one point in */
+            pocketfft::dst<double>(inner, st, st, pocketfft::shape_t{odd}, 1, d1, d1, 1.0, false, 1);
+        }
+        return 0;
+    } catch (...) {
+        return 1;
+    }
+}

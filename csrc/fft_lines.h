@@ -39,6 +39,13 @@ int vp_fft_exec(const vp_fft *p, float *buf, int forward);
 /* "avx2" or "baseline": the code the plans run (benchmarks and diagnostics). */
 const char *vp_fft_isa(void);
 
+/* In place on dims[0] x dims[1] x dims[2] doubles (x fastest): DCT-I along the axes other
+ * than odd_axis (0, 1, 2: x, y, z), DST-I along odd_axis over its points 1 .. dims - 2
+ * (pocketfft's unnormalised r2r transforms: with n = N/2 + 1 points of a function on a
+ * periodic lattice of N that is even (odd) about 0 and N/2, they give its DFT, times -i for
+ * the odd axis).  The poisson kernel's transform (poisson.c).  Nonzero when out of memory. */
+int vp_fft_kernel_octant(double *data, const size_t dims[3], int odd_axis);
+
 #ifdef __cplusplus
 }
 #endif
