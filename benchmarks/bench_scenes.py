@@ -3,11 +3,12 @@
 threads, with the per-phase breakdown from ``sim.timings``.
 
 Each scene is built once, warmed up (hot_ball: until its vorton count is steady), and saved;
-every repeat then loads that same state with threads=1 and with threads=2 (alternating, so
-both see the same background load) and times ``--frames`` single steps.  The speed-up is the
-median of the per-repeat ratios.  Then hot_ball once more, averaged over frames 330-930 of
-its run at each thread count (its vorton count has no steady state, so one saved state says
-little).  Prints markdown tables; writes benchmarks/results/scenes.json (or
+every repeat then goes over all the scenes, loading each saved state with threads=1, with
+threads=2 and with threads=2 and ``overlap=0``, and times ``--frames`` single steps (so a busy
+spell of this shared machine falls on every scene and thread count alike).  The speed-up is
+the median of the per-repeat ratios.  Then hot_ball once more, over frames 330-930 of its
+run, the thread counts stepped in lockstep (its vorton count has no steady state, so one
+saved state says little; its target is judged there).  Prints markdown tables; writes benchmarks/results/scenes.json (or
 scenes_quick.json with --quick).
 """
 from __future__ import annotations
@@ -137,10 +138,13 @@ def main(argv=None):
     print(C.header("vortonpy scenes: ms per frame (sim.step only)"))
     results = {}
     tmpdir = tempfile.mkdtemp(prefix="vortonpy-bench-")
+    # each scene warmed up once and saved; then every repeat times every scene (1 thread, 2,
+    # 2 with overlap=0), so that a busy spell of the shared vCPU falls on all of them alike
+    # rather than on one scene's repeats
+    state = {}
     for name in a.scenes:
         kw = dict(seed=a.hot_ball_seed) if name == "hot_ball" and a.hot_ball_seed is not None else {}
         sim = getattr(vp.scenes, name)(threads=max(a.threads), **kw)
-        errors = []
         try:
             note = warm_up(name, sim, warm, a.quick)
         except FloatingPointError as e:
@@ -149,10 +153,12 @@ def main(argv=None):
             continue
         path = os.path.join(tmpdir, name + ".npz")
         sim.save(path)
-        per = {t: dict(frame_ms=[], repeat_median_ms=[], phases=[]) for t in a.threads}
-        ratios = []
-        alone = dict(repeat_median_ms=[], phases=[])
-        for r in range(repeats):
+        state[name] = dict(kw=kw, sim=sim, note=note, path=path, errors=[], ratios=[],
+                           per={t: dict(frame_ms=[], repeat_median_ms=[], phases=[]) for t in a.threads},
+                           alone=dict(repeat_median_ms=[], phases=[]))
+    for r in range(repeats):
+        for name, S in state.items():
+            path, per, alone, errors = S["path"], S["per"], S["alone"], S["errors"]
             med = {}
             for t in a.threads:
                 s = vp.Sim.load(path, threads=t)
@@ -165,7 +171,7 @@ def main(argv=None):
                 med[t] = C.median(times)
                 del s
             if 1 in med and len(med) > 1:
-                ratios.append(med[1] / med[max(med)])
+                S["ratios"].append(med[1] / med[max(med)])
             if max(a.threads) > 1:  # each phase alone (overlap=0): the per-phase speed-ups below
                 s = vp.Sim.load(path, threads=max(a.threads))
                 s.overlap = 0
@@ -174,6 +180,9 @@ def main(argv=None):
                     alone["repeat_median_ms"].append(C.median(times))
                     alone["phases"].append(ph)
                 del s
+    for name, S in state.items():
+        kw, sim, note, path, errors, ratios = S["kw"], S["sim"], S["note"], S["path"], S["errors"], S["ratios"]
+        per, alone = S["per"], S["alone"]
         if any(not per[t]["frame_ms"] for t in a.threads):
             print(f"  {name}: no frames timed: {errors[:1]}")
             results[name] = dict(error=errors[0] if errors else "no frames", scene_kw=kw)
