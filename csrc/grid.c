@@ -213,6 +213,24 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
  * contiguous share of the points and counts them per box, and places them after the boxes'
  * points of the threads before it: the same order as the serial sort, for any thread count
  * (the serial binning of 1e5 vortons was 0.5 ms a step while the other thread waited). */
+/* The box of each of points [i0, i1) (vp_bins_cell's, for all three axes), in a loop that
+ * vectorises: with the division and the counting in one loop the binning was 3-4x slower.
+ * Compiled for AVX-512, AVX2 and the baseline (VP_CLONES). */
+VP_CLONES
+static void bins_cells(const vp_bins *b, const double *restrict x, size_t i0, size_t i1, size_t *restrict cid)
+{
+    const double lo0 = b->lo[0], lo1 = b->lo[1], lo2 = b->lo[2], inv = b->inv;
+    const double top0 = b->nc[0] - 1, top1 = b->nc[1] - 1, top2 = b->nc[2] - 1;
+    const size_t s1 = (size_t)b->nc[0], s2 = (size_t)b->nc[0] * (size_t)b->nc[1];
+    for (size_t i = i0; i < i1; i++) {
+        double u0 = (x[3 * i] - lo0) * inv, u1 = (x[3 * i + 1] - lo1) * inv, u2 = (x[3 * i + 2] - lo2) * inv;
+        u0 = u0 > 0 ? (u0 < top0 ? u0 : top0) : 0; /* as vp_bins_cell: NaN to 0 */
+        u1 = u1 > 0 ? (u1 < top1 ? u1 : top1) : 0;
+        u2 = u2 > 0 ? (u2 < top2 ? u2 : top2) : 0;
+        cid[i] = (size_t)(int)u0 + s1 * (size_t)(int)u1 + s2 * (size_t)(int)u2;
+    }
+}
+
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
                   double max_cells, int threads)
 {
@@ -230,6 +248,7 @@ int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], con
     }
     for (int a = 0; a < 3; a++) b->lo[a] = lo[a];
     b->cell = cell;
+    b->inv = 1.0 / cell;
     const size_t ncell = (size_t)b->nc[0] * b->nc[1] * b->nc[2];
     const int nt = threads > 1 && n >= VP_BINS_PARALLEL_MIN ? threads : 1;
     size_t *start = malloc((ncell + 1) * sizeof(size_t)), *order = malloc((n + 1) * sizeof(size_t)),
@@ -254,16 +273,8 @@ int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], con
         const size_t c0 = ncell * (size_t)t / (size_t)nt, c1 = ncell * (size_t)(t + 1) / (size_t)nt;
         size_t *cnt = fill + (size_t)t * ncell; /* this share's count per box, then its next slot */
         memset(cnt, 0, ncell * sizeof(size_t));
-        for (size_t i = i0; i < i1; i++) {
-            size_t c = 0, stride = 1;
-            for (int a = 0; a < 3; a++) {
-                int k = vp_bins_cell(b, a, x[3 * i + a] - lo[a]);
-                c += (size_t)k * stride;
-                stride *= (size_t)b->nc[a];
-            }
-            cid[i] = c;
-            cnt[c]++;
-        }
+        bins_cells(b, x, i0, i1, cid);
+        for (size_t i = i0; i < i1; i++) cnt[cid[i]]++;
 #pragma omp barrier
         size_t tot = 0; /* the points in this thread's boxes */
         for (size_t c = c0; c < c1; c++)
