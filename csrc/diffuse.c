@@ -71,12 +71,16 @@ static inline float vp_exp2_negf(float x)
  * side) and pairs beyond the cutoff get weight 0.  Only about a quarter of the candidates
  * are inside the cutoff, so the double-precision exchange runs over those alone: their
  * indices are packed into P, and each pair's exchange of (w_x, w_y, w_z, T) is one 4-double
- * vector (W4, O4: records of 4 per candidate), so it needs no gather across fields. */
+ * vector (W4, O4: records of 4 per vorton), so it needs no gather across fields.  The batch
+ * holds the float fields only: the double ones (V, W4, O4) are read and added to in the
+ * cell list's sorted order, candidate j being sorted vorton GI[j] (copying them into the
+ * batch and its sums back afterwards cost more than this indirection: diffusion 1.045x
+ * faster over the scenes' states at 1 thread without the copies). */
 enum { PSE_PAD = 16 };            /* the candidate loop's widest vector, in floats (a power of 2) */
 /* diffuse_pass's per-vorton loops run in parallel above this many vortons (below, a
  * parallel region costs more than it saves) */
 #define PSE_PARALLEL_MIN 512
-enum { PSE_NF = 10, PSE_NO = 5 }; /* diffuse_pass's sorted records and outputs: doubles per vorton */
+enum { PSE_NS = 13 }; /* diffuse_pass's sorted arrays (pse_sorted): doubles per vorton */
 
 /* The packing of the nonzero weights' indices (vp_pse_pairs) by AVX-512's compress: 16
  * candidates a compare, a compress and a store, where the portable table lookup below takes
@@ -154,12 +158,13 @@ static inline __attribute__((always_inline)) float pse_weights(int32_t mv, int32
  * rates come from pse_weights.  Without heat (no temperature differences: the exchange of T
  * would add zeros) the fourth component is 1 in every candidate record and 0 in the query's
  * wq4, and its weight is g_w: that lane then sums the query's rate c_q = sum g_w V_j (into
- * acc[4]) and each candidate's, negated (O4[j][3] -= g_w V_q; the caller subtracts it), in
+ * acc[4]) and each candidate's, negated (O4[GI[j]][3] -= g_w V_q; see pse_rate), in
  * double, with the exchange's own operations; acc[3] stays 0. */
 VP_CLONES
 static void vp_pse_pairs(size_t m, const float *restrict X, const float *restrict Y, const float *restrict Z,
                          const float *restrict E, const float *restrict NU, const int32_t *restrict K,
-                         const double *restrict V, const vp_v4d *restrict W4, vp_v4d *restrict O4,
+                         const size_t *restrict GI, const double *restrict V, const vp_v4d *restrict W4,
+                         vp_v4d *restrict O4,
                          const float *restrict VF, float *restrict OC, float *restrict G, float *restrict GW,
                          uint8_t *restrict IN, int32_t *restrict P, const float qf[5], int32_t kq, double vq, const double wq4[4],
                          float cut2, float kappa, int uniform, int heat, int avx512, double acc[5])
@@ -212,19 +217,19 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
     do {                                                                                        \
         size_t t = 0;                                                                           \
         for (; t + 1 < np; t += 2) {                                                            \
-            const size_t j = (size_t)P[t], k = (size_t)P[t + 1];                                \
+            const size_t j = (size_t)P[t], k = (size_t)P[t + 1], gj = GI[j], gk = GI[k];        \
             const double gwj = GW[j], gwk = GW[k];                                              \
             const vp_v4d cj = {gwj, gwj, gwj, C3J}, ck = {gwk, gwk, gwk, C3K};                  \
-            const vp_v4d dj = W4[j] - wq, dk = W4[k] - wq;                                      \
-            s0 += (cj * V[j]) * dj; s1 += (ck * V[k]) * dk;                                     \
-            O4[j] -= (cj * vq) * dj; O4[k] -= (ck * vq) * dk;                                   \
+            const vp_v4d dj = W4[gj] - wq, dk = W4[gk] - wq;                                    \
+            s0 += (cj * V[gj]) * dj; s1 += (ck * V[gk]) * dk;                                   \
+            O4[gj] -= (cj * vq) * dj; O4[gk] -= (ck * vq) * dk;                                 \
         }                                                                                       \
         if (t < np) {                                                                           \
-            const size_t j = (size_t)P[t];                                                      \
+            const size_t j = (size_t)P[t], gj = GI[j];                                          \
             const double gwj = GW[j];                                                           \
-            const vp_v4d cj = {gwj, gwj, gwj, C3J}, dj = W4[j] - wq;                            \
-            s0 += (cj * V[j]) * dj;                                                             \
-            O4[j] -= (cj * vq) * dj;                                                            \
+            const vp_v4d cj = {gwj, gwj, gwj, C3J}, dj = W4[gj] - wq;                           \
+            s0 += (cj * V[gj]) * dj;                                                            \
+            O4[gj] -= (cj * vq) * dj;                                                           \
         }                                                                                       \
     } while (0)
     if (heat)
@@ -255,27 +260,48 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
  * overshooting.  PSE_MAX_RATE = 1, the convexity bound itself, so that only vortons that
  * could overshoot are touched (none in a lattice or an evenly spread cloud).  The
  * corrections are added in sorted order: the result stays independent of the thread
- * count.  O: NO sums per vorton in sorted order (dwx dwy dwz dT c, without the factor
- * f = dt norm); R: the sorted records (x-lo y-lo z-lo e V wx wy wz T nu). */
+ * count.  The sums and records come in sorted order (pse_sorted); the sums are without the
+ * factor f = dt norm. */
 #define PSE_MAX_RATE 1.0
+
+/* diffuse_pass's per-vorton arrays in the cell list's sorted order: the float records RF
+ * the batches copy (x-lo y-lo z-lo e nu/2 V, each a field of n), and in double the volume V,
+ * the records W4 (wx wy wz, and T with heat or 1 without: the rate lane of vp_pse_pairs),
+ * the sums O4 (dwx dwy dwz, and dT with heat or minus the rate sums from the candidates' side
+ * without) and the rate sums OC (the queries' side, and with heat the candidates' too).  xs,
+ * order and lo place a vorton in the cell list again (pse_guard). */
+typedef struct {
+    size_t n;
+    int heat;
+    const double *xs, *lo;
+    const size_t *order;
+    float *RF;
+    double *V, *OC;
+    vp_v4d *W4, *O4;
+} pse_sorted;
+
+/* The rate sum c_q (without the factor f) of sorted vorton q. */
+static inline double pse_rate(const pse_sorted *S, size_t q)
+{
+    return S->heat ? S->OC[q] : S->OC[q] - S->O4[q][3];
+}
 typedef struct { size_t j; double mgw, mg; } guard_pair; /* a corrected pair: partner, (s - 1) g w, (s - 1) g */
 
 /* The corrected pairs of bunched vortons hq[k0 .. k1) (each pair once: see pse_guard), appended
  * to *buf (growing it), their count per vorton in cnt[k]; nonzero if out of memory. */
 #define GUARD_CHUNK 64
-static int guard_pairs(const vp_bins *bins, const double *R, int NF, const float *Rf, size_t n, const double *c,
-                       const size_t *hq, size_t k0, size_t k1, float cut2, guard_pair **buf, size_t *len, size_t *cap,
-                       size_t *cnt)
+static int guard_pairs(const vp_bins *bins, const pse_sorted *S, const double *c, const size_t *hq, size_t k0,
+                       size_t k1, float cut2, guard_pair **buf, size_t *len, size_t *cap, size_t *cnt)
 {
-    const float *FX = Rf, *FY = Rf + n, *FZ = Rf + 2 * n, *FE = Rf + 3 * n, *FN = Rf + 4 * n;
+    const size_t n = S->n;
+    const float *FX = S->RF, *FY = FX + n, *FZ = FX + 2 * n, *FE = FX + 3 * n, *FN = FX + 4 * n;
     const int *nc = bins->nc;
     const size_t *start = bins->start;
     for (size_t k = k0; k < k1; k++) {
-        const size_t q = hq[k], len0 = *len;
-        const double *rq = R + (size_t)NF * q;
+        const size_t q = hq[k], len0 = *len, i = S->order[q];
         int kk[3];
-        for (int a = 0; a < 3; a++) kk[a] = vp_bins_cell(bins, a, rq[a]); /* rq: offsets from lo */
-        const float xq = (float)rq[0], yq = (float)rq[1], zq = (float)rq[2], eq = (float)rq[3], nq = (float)rq[9];
+        for (int a = 0; a < 3; a++) kk[a] = vp_bins_cell(bins, a, S->xs[3 * i + a] - S->lo[a]); /* as binned */
+        const float xq = FX[q], yq = FY[q], zq = FZ[q], eq = FE[q], nq = FN[q]; /* nu halved */
         const float xcut = cut2 * -VP_LOG2E_F;
         for (int cz = kk[2] - 2; cz <= kk[2] + 2; cz++) {
             if (cz < 0 || cz >= nc[2]) continue;
@@ -299,7 +325,7 @@ static int guard_pairs(const vp_bins *bins, const double *R, int NF, const float
                         ok[t] = xe >= xcut;
                         float xc = xe > xcut ? xe : xcut;
                         gf[t] = vp_exp2_negf(xc) * (inv2 * inv2 * inv);
-                        hw[t] = 0.5f * (nq + fn[t]);
+                        hw[t] = nq + fn[t]; /* (nu_q + nu_j) / 2: the fields are halved */
                     }
                     for (int t = 0; t < mc; t++) {
                         const size_t j = j0 + (size_t)t;
@@ -324,32 +350,24 @@ static int guard_pairs(const vp_bins *bins, const double *R, int NF, const float
     return 0;
 }
 
-static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, int NO, size_t n, double f,
-                     float cut2, int threads)
+static int pse_guard(const vp_bins *bins, const pse_sorted *S, double f, float cut2, int threads)
 {
-    /* the count of bunched vortons, on the threads: a serial pass over the 40-byte output
-     * records was ~2% of diffusion at 1e5 vortons (nearly always none: a lattice) */
+    const size_t n = S->n;
+    /* the count of bunched vortons, on the threads: a serial pass over the output records
+     * was ~2% of diffusion at 1e5 vortons (nearly always none: a lattice) */
     long nh_l = 0;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : nh_l) if (n > 4096)
-    for (long q = 0; q < (long)n; q++) nh_l += f * O[(size_t)NO * (size_t)q + 4] > PSE_MAX_RATE;
+    for (long q = 0; q < (long)n; q++) nh_l += f * pse_rate(S, (size_t)q) > PSE_MAX_RATE;
     size_t nh = (size_t)nh_l;
     if (nh == 0) return VP_OK;
     /* the rate sums before any correction (every scale uses the uncorrected c), the bunched
      * vortons in sorted order, and their corrected pairs' count each */
     double *c = malloc(n * sizeof(double));
     size_t *hq = malloc(2 * nh * sizeof(size_t)), *cnt = hq ? hq + nh : NULL;
-    float *Rf = malloc(5 * n * sizeof(float)); /* the records' x y z e nu as float SoA, for guard_pairs */
-    if (!c || !hq || !Rf) { free(c); free(hq); free(Rf); return VP_ERR_NOMEM; }
+    if (!c || !hq) { free(c); free(hq); return VP_ERR_NOMEM; }
     for (size_t q = 0, k = 0; q < n; q++) {
-        c[q] = f * O[NO * q + 4];
+        c[q] = f * pse_rate(S, q);
         if (c[q] > PSE_MAX_RATE) hq[k++] = q;
-    }
-    (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 4096)
-    for (long qq = 0; qq < (long)n; qq++) {
-        const double *rq = R + (size_t)NF * (size_t)qq;
-        Rf[qq] = (float)rq[0]; Rf[n + qq] = (float)rq[1]; Rf[2 * n + qq] = (float)rq[2];
-        Rf[3 * n + qq] = (float)rq[3]; Rf[4 * n + qq] = (float)rq[9];
     }
     /* The pairs depend only on the uncorrected c and the records, so they are found in
      * parallel (each thread a contiguous share of the bunched vortons, into its own list);
@@ -374,65 +392,45 @@ static int pse_guard(const vp_bins *bins, const double *R, int NF, double *O, in
             for (int t = 0; t <= nth; t++) shares[t] = nh * (size_t)t / (size_t)nth;
         }
         size_t len = 0, cap = 0;
-        fail |= guard_pairs(bins, R, NF, Rf, n, c, hq, shares[me], shares[me + 1], cut2, &bufs[me], &len, &cap, cnt);
+        fail |= guard_pairs(bins, S, c, hq, shares[me], shares[me + 1], cut2, &bufs[me], &len, &cap, cnt);
     }
     if (!fail)
         for (int t = 0; t < used; t++) {
             const guard_pair *p = bufs[t];
             for (size_t k = shares[t]; k < shares[t + 1]; k++) {
                 const size_t q = hq[k];
-                const double *rq = R + (size_t)NF * q;
                 for (size_t e = 0; e < cnt[k]; e++, p++) {
-                    const double *rj = R + (size_t)NF * p->j, vq = rq[4], vj = rj[4];
-                    double *oq = O + (size_t)NO * q, *oj = O + (size_t)NO * p->j;
+                    const size_t j = p->j;
+                    const double vq = S->V[q], vj = S->V[j];
+                    const vp_v4d d = S->W4[j] - S->W4[q];
                     for (int a = 0; a < 3; a++) {
-                        double d = rj[5 + a] - rq[5 + a];
-                        oq[a] += p->mgw * vj * d; oj[a] -= p->mgw * vq * d;
+                        S->O4[q][a] += p->mgw * vj * d[a]; S->O4[j][a] -= p->mgw * vq * d[a];
                     }
-                    double dT = rj[8] - rq[8];
-                    oq[3] += p->mg * vj * dT; oj[3] -= p->mg * vq * dT;
+                    if (S->heat) { S->O4[q][3] += p->mg * vj * d[3]; S->O4[j][3] -= p->mg * vq * d[3]; }
                 }
             }
         }
     for (int t = 0; t < GUARD_MAX_THREADS; t++) free(bufs[t]);
-    free(c); free(hq); free(Rf);
+    free(c); free(hq);
     return fail ? VP_ERR_NOMEM : VP_OK;
 }
 
-/* A batch's fields from the sorted records R (x-lo y-lo z-lo e V wx wy wz T nu) of its
- * candidates idx[0..m): float x y z e nu/2 and V, the own-row key (the position in the row
- * own0..own1, or INT32_MAX), double V and the 4-double record (wx wy wz T, or 1 for T: the
- * rate lane of vp_pse_pairs).  Compiled for AVX-512, AVX2 and the baseline (VP_CLONES): in
- * diffuse_pass's parallel region the loop was baseline SSE2, one conversion at a time. */
+/* A batch's float fields from the sorted float records RF (x-lo y-lo z-lo e nu/2 V, each a
+ * field of n) of its candidates idx[0..m): x y z e nu/2 and V, and the own-row key (the
+ * position in the row own0..own1, or INT32_MAX).  The double fields (V, the records W4 and
+ * their sums O4) are not copied: the exchange reads and adds to them in sorted order through
+ * idx (see vp_pse_pairs).  Compiled for AVX-512, AVX2 and the baseline (VP_CLONES): in
+ * diffuse_pass's parallel region the loop was baseline SSE2. */
 VP_CLONES
-static void pse_batch_fill(size_t m, const size_t *restrict idx, const double *restrict R, size_t own0, size_t own1,
-                           int heat, float *const fb[5], int32_t *restrict kb, double *restrict bv, vp_v4d *restrict w4,
-                           float *restrict vf)
+static void pse_batch_fill(size_t m, const size_t *restrict idx, const float *restrict RF, size_t n, size_t own0,
+                           size_t own1, float *const fb[5], int32_t *restrict kb, float *restrict vf)
 {
     float *restrict f0 = fb[0], *restrict f1 = fb[1], *restrict f2 = fb[2], *restrict f3 = fb[3], *restrict f4 = fb[4];
     for (size_t k = 0; k < m; k++) {
-        const double *rk = R + PSE_NF * idx[k];
-        f0[k] = (float)rk[0]; f1[k] = (float)rk[1]; f2[k] = (float)rk[2];
-        f3[k] = (float)rk[3]; f4[k] = 0.5f * (float)rk[9]; /* nu halved */
-        kb[k] = idx[k] >= own0 && idx[k] < own1 ? (int32_t)(idx[k] - own0) : INT32_MAX; /* n < 2^31 */
-        bv[k] = rk[4];
-        vf[k] = (float)rk[4];
-        const vp_v4d r4 = {rk[5], rk[6], rk[7], heat ? rk[8] : 1.0};
-        w4[k] = r4;
-    }
-}
-
-/* The batch's sums back to the per-vorton outputs O (dwx dwy dwz dT c, sorted order); without
- * heat the fourth lane holds the negated rates (vp_pse_pairs).  Cloned as pse_batch_fill. */
-VP_CLONES
-static void pse_batch_back(size_t m, const size_t *restrict idx, double *restrict O, const vp_v4d *restrict o4,
-                           const float *restrict ocf, int heat)
-{
-    for (size_t k = 0; k < m; k++) {
-        double *ok = O + PSE_NO * idx[k];
-        for (int f = 0; f < 3; f++) ok[f] += o4[k][f];
-        if (heat) { ok[3] += o4[k][3]; ok[4] += ocf[k]; }
-        else ok[4] -= o4[k][3];
+        const size_t i = idx[k];
+        f0[k] = RF[i]; f1[k] = RF[n + i]; f2[k] = RF[2 * n + i];
+        f3[k] = RF[3 * n + i]; f4[k] = RF[4 * n + i]; vf[k] = RF[5 * n + i];
+        kb[k] = i >= own0 && i < own1 ? (int32_t)(i - own0) : INT32_MAX; /* n < 2^31 */
     }
 }
 
@@ -487,11 +485,12 @@ static int diffuse_pass(vp_sim *s, double dt)
     double *w = v->vorticity->data, *d = v->density->data;
     double rho0 = s->params.ambient_density, dt_step = s->params.dt;
     double width = s->params.pse_width, cut = s->params.pse_cutoff;
-    /* scratch: spacing e_i (1), volume (1), temperature (1), nu_i (1), then the sorted records
-     * and outputs (PSE_NF + PSE_NO; below).  Kept by the sim between steps: a fresh 120 MB
-     * block for 1e6 vortons came from mmap every step, and faulting its pages in took ~10%
-     * of the step and did not scale with threads. */
-    double *sc = vp_sim_scratch(s, (4 + PSE_NF + PSE_NO) * n);
+    /* scratch: spacing e_i (1), volume (1), temperature (1), nu_i (1), then the sorted arrays
+     * (pse_sorted: 6 float fields, V, OC, W4 and O4: PSE_NS doubles a vorton, below, and 4 to
+     * align W4 to 32 bytes).  Kept by the sim between steps: a fresh 120 MB block for 1e6
+     * vortons came from mmap every step, and faulting its pages in took ~10% of the step and
+     * did not scale with threads. */
+    double *sc = vp_sim_scratch(s, (4 + PSE_NS) * n + 4);
     if (!sc) return VP_ERR_NOMEM;
     double *e = sc, *V = sc + n, *T = sc + 2 * n, *nui = sc + 3 * n;
     double emax = 0, lo0 = INFINITY, lo1 = INFINITY, lo2 = INFINITY, hi0 = -INFINITY, hi1 = -INFINITY, hi2 = -INFINITY;
@@ -568,28 +567,39 @@ static int diffuse_pass(vp_sim *s, double dt)
     const double m4 = 3.0 * sqrt(VP_PI) / 8.0;
     const double kept = (m4 * erf(cut) - exp(-cut * cut) * (0.5 * cut * cut * cut + 0.75 * cut)) / m4;
     const double norm = 4.0 / (VP_PI * sqrt(VP_PI)) / kept;
-    /* sorted copies, one record per vorton (x y z e V wx wy wz T nu: a batch gathers whole
-     * records, a few streams instead of one per field), and the accumulated outputs (dwx dwy
-     * dwz dT, and the rate sum c of pse_guard) per vorton in sorted order */
-    enum { NF = PSE_NF, NO = PSE_NO };
-    double *R = sc + 4 * n, *O = R + NF * n;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > PSE_PARALLEL_MIN)
-    for (long qq = 0; qq < (long)n; qq++) {
-        const size_t q = (size_t)qq, i = order[q];
-        double *rq = R + NF * q;
-        rq[0] = xs[3 * i] - lo[0]; rq[1] = xs[3 * i + 1] - lo[1]; rq[2] = xs[3 * i + 2] - lo[2];
-        rq[3] = e[i]; rq[4] = V[i];
-        rq[5] = w[3 * i]; rq[6] = w[3 * i + 1]; rq[7] = w[3 * i + 2]; rq[8] = T[i]; rq[9] = nui[i];
-        for (int f = 0; f < NO; f++) O[NO * q + f] = 0;
+    /* the sorted arrays (pse_sorted) and their zeroed sums */
+    pse_sorted S;
+    {
+        double *b = sc + 4 * n;
+        S.n = n; S.heat = any_heat; S.xs = xs; S.lo = lo; S.order = order;
+        S.RF = (float *)b; /* 6 n floats */
+        S.V = b + 3 * n; S.OC = b + 4 * n;
+        uintptr_t a = (uintptr_t)(b + 5 * n);
+        a = (a + 31) & ~(uintptr_t)31;
+        S.W4 = (vp_v4d *)a; S.O4 = S.W4 + n;
     }
-    free(xperm);
+    {
+        float *RF = S.RF;
+        double *Vs = S.V, *OC = S.OC;
+        vp_v4d *W4 = S.W4, *O4 = S.O4;
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > PSE_PARALLEL_MIN)
+        for (long qq = 0; qq < (long)n; qq++) {
+            const size_t q = (size_t)qq, i = order[q];
+            RF[q] = (float)(xs[3 * i] - lo[0]); RF[n + q] = (float)(xs[3 * i + 1] - lo[1]);
+            RF[2 * n + q] = (float)(xs[3 * i + 2] - lo[2]); RF[3 * n + q] = (float)e[i];
+            RF[4 * n + q] = 0.5f * (float)nui[i]; RF[5 * n + q] = (float)V[i];
+            Vs[q] = V[i]; OC[q] = 0;
+            const vp_v4d w4 = {w[3 * i], w[3 * i + 1], w[3 * i + 2], any_heat ? T[i] : 1.0}, z = {0, 0, 0, 0};
+            W4[q] = w4; O4[q] = z;
+        }
+    }
     /* Each pair once.  A row of cells (fixed cy, cz) takes its pairs with itself and with its
      * 12 "forward" rows (dz = 0 and dy = 1..2, or dz = 1..2 and dy = -2..2): every pair of
      * rows within +-2 cells is then handled exactly once.  The 13 rows are copied into one
      * batch ordered by x cell, so the candidates of any vorton of the row (cells cx-2..cx+2 of
      * those rows) are one contiguous range of it; in the own row, only vortons after the query
      * in sorted order count (the key mask), the others met it from their side.  Both sides'
-     * sums go to the batch and are added back to the rows afterwards.  A task is a block of
+     * sums go straight to the sorted sums (pse_sorted).  A task is a block of
      * YB = 4 consecutive rows of a plane, taken in cy order so that consecutive batches share
      * 12 of their 13 rows in cache; it writes to rows cy-2 .. cy+YB+1 of its plane and of the
      * next two, so the blocks are coloured by (cz mod 3, block mod 2) and the 6 colours run one
@@ -608,7 +618,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     const long ntask_max = ((long)nc[2] + 2) / 3 * ((long)nyb + 1) / 2 + 1;
     pse_task *tasks = malloc(6 * (size_t)ntask_max * sizeof(pse_task));
     long tcount[6] = {0, 0, 0, 0, 0, 0};
-    if (!tasks) { vp_bins_free(&bins); return VP_ERR_NOMEM; }
+    if (!tasks) { free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
     for (int cz = 0; cz < nc[2]; cz++)
         for (int cy = 0; cy < nc[1]; cy++) {
             size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
@@ -634,15 +644,12 @@ static int diffuse_pass(vp_sim *s, double dt)
     const int avx512 = pse_cpu_avx512();
 #pragma omp parallel num_threads(threads) reduction(| : nomem)
     {
-        /* batch in double: V, then the records W4 (wx wy wz T) and O4 (their sums), 32-byte aligned */
-        const size_t mc = (maxc + 4) & ~(size_t)3;
-        double *bb = aligned_alloc(32, 9 * mc * sizeof(double));
         const size_t fs = maxc + PSE_PAD; /* a float field's stride: the batch and its padding */
         float *bf = malloc(10 * fs * sizeof(float)); /* 5 fields, the key, 2 weights, V, c */
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
         int32_t *pk = malloc((maxc + 2 * PSE_PAD) * sizeof(int32_t));
         uint8_t *flag = malloc(maxc + 2 * PSE_PAD);
-        if (!bb || !bf || !xoff || !idx || !pk || !flag) nomem = 1;
+        if (!bf || !xoff || !idx || !pk || !flag) nomem = 1;
         for (int col = 0; col < 6; col++) {
             const int pz = col % 3, py = col / 3;
             const long ny = (nyb - py + 1) / 2;
@@ -652,7 +659,7 @@ static int diffuse_pass(vp_sim *s, double dt)
             for (int cz = pz + 3 * (int)(tl[t].task / ny), yb = py + 2 * (int)(tl[t].task % ny), cy = YB * yb;
                  cy < YB * (yb + 1) && cy < nc[1]; cy++) {
                 size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
-                if (!bb || !bf || !xoff || !idx || !pk || !flag || start[r0 + nc[0]] == start[r0]) continue;
+                if (!bf || !xoff || !idx || !pk || !flag || start[r0 + nc[0]] == start[r0]) continue;
                 /* the forward rows that hold vortons, and the x cells the batch needs: those
                  * within 2 of the own row's first and last occupied ones (in a sparse set, such
                  * as a plume, most rows and cells are empty; the batch is the same) */
@@ -669,13 +676,10 @@ static int diffuse_pass(vp_sim *s, double dt)
                 while (start[r0 + qx0 + 1] == start[r0]) qx0++;
                 while (start[r0 + qx1] == start[r0 + nc[0]]) qx1--;
                 const int bx0 = qx0 > 2 ? qx0 - 2 : 0, bx1 = qx1 + 2 < nc[0] - 1 ? qx1 + 2 : nc[0] - 1;
-                /* batch fields: float x y z e nu key V, sum c; double V, records (wx wy wz T) and
-                 * their sums (dwx dwy dwz dT) */
+                /* batch fields: float x y z e nu key V, sum c */
                 float *fb[5];
                 int32_t *kb = (int32_t *)(bf + 5 * fs); /* own-row key */
                 for (int f = 0; f < 5; f++) fb[f] = bf + f * fs;
-                double *bv = bb;
-                vp_v4d *w4 = (vp_v4d *)(bb + mc), *o4 = (vp_v4d *)(bb + 5 * mc);
                 float *vf = bf + 8 * fs, *ocf = bf + 9 * fs;
                 /* the batch's sorted indices, by x cell then row */
                 size_t m = 0;
@@ -688,47 +692,51 @@ static int diffuse_pass(vp_sim *s, double dt)
                 }
                 xoff[bx1 + 1] = m; /* xoff is read at bx0 .. bx1 + 1 only */
                 const size_t own0 = start[r0], own1 = start[r0 + nc[0]];
-                pse_batch_fill(m, idx, R, own0, own1, any_heat, fb, kb, bv, w4, vf);
+                pse_batch_fill(m, idx, S.RF, n, own0, own1, fb, kb, vf);
                 for (size_t k = m; k < m + PSE_PAD; k++) { /* finite padding for the last lanes */
                     fb[0][k] = fb[1][k] = fb[2][k] = fb[4][k] = 0.0f; fb[3][k] = 1.0f;
                     kb[k] = INT32_MIN; vf[k] = 0.0f;
                 }
                 int uniform = 1; /* every spacing of the batch the same float */
                 for (size_t k = 1; k < m; k++) uniform &= fb[3][k] == fb[3][0];
-                memset(o4, 0, m * sizeof(vp_v4d));
                 if (any_heat) memset(ocf, 0, (m + PSE_PAD) * sizeof(float));
                 for (int cx = qx0; cx <= qx1; cx++) {
                     size_t b0 = xoff[cx - 2 > bx0 ? cx - 2 : bx0], b1 = xoff[cx + 3 < bx1 + 1 ? cx + 3 : bx1 + 1];
                     for (size_t q = start[r0 + cx]; q < start[r0 + cx + 1]; q++) {
-                        const double *rq = R + NF * q;
-                        const float qf[5] = {(float)rq[0], (float)rq[1], (float)rq[2], (float)rq[3], 0.5f * (float)rq[9]};
-                        double acc[NO] = {0, 0, 0, 0, 0};
-                        const double wq4[4] = {rq[5], rq[6], rq[7], any_heat ? rq[8] : 0.0};
+                        const float *RF = S.RF;
+                        const float qf[5] = {RF[q], RF[n + q], RF[2 * n + q], RF[3 * n + q], RF[4 * n + q]};
+                        double acc[5] = {0, 0, 0, 0, 0};
+                        const vp_v4d wq = S.W4[q];
+                        const double wq4[4] = {wq[0], wq[1], wq[2], any_heat ? wq[3] : 0.0};
                         vp_pse_pairs(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
-                                     kb + b0, bv + b0, w4 + b0, o4 + b0, vf + b0, ocf + b0, bf + 6 * fs,
-                                     bf + 7 * fs, flag, pk, qf, (int32_t)(q - own0), rq[4], wq4, (float)(cut * cut),
+                                     kb + b0, idx + b0, S.V, S.W4, S.O4, vf + b0, ocf + b0, bf + 6 * fs,
+                                     bf + 7 * fs, flag, pk, qf, (int32_t)(q - own0), S.V[q], wq4, (float)(cut * cut),
                                      (float)kappa, uniform, any_heat, avx512, acc);
-                        for (int f = 0; f < NO; f++) O[NO * q + f] += acc[f];
+                        const vp_v4d a4 = {acc[0], acc[1], acc[2], acc[3]};
+                        S.O4[q] += a4;
+                        S.OC[q] += acc[4];
                     }
                 }
-                /* the batch's sums back to their rows (own row included: its queries' sums
-                 * above went to the rows directly) */
-                pse_batch_back(m, idx, O, o4, ocf, any_heat);
+                /* with heat, the candidates' rate sums (float, in the batch) back to their rows */
+                if (any_heat)
+                    for (size_t k = 0; k < m; k++) S.OC[idx[k]] += ocf[k];
             } /* cy */
         }
-        free(bb); free(bf); free(xoff); free(idx); free(pk); free(flag);
+        free(bf); free(xoff); free(idx); free(pk); free(flag);
     }
     free(tasks);
-    if (nomem || pse_guard(&bins, R, NF, O, NO, n, dt * norm, (float)(cut * cut), threads)) {
-        vp_bins_free(&bins); return VP_ERR_NOMEM;
+    if (nomem || pse_guard(&bins, &S, dt * norm, (float)(cut * cut), threads)) {
+        free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM;
     }
+    free(xperm);
     /* the exchange, back in the vortons' order (each vorton once: no two threads share one) */
     const double f = dt * norm;
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > PSE_PARALLEL_MIN)
     for (long qq = 0; qq < (long)n; qq++) {
         const size_t q = (size_t)qq, i = order[q];
-        if (viscous) { w[3 * i] += f * O[NO * q]; w[3 * i + 1] += f * O[NO * q + 1]; w[3 * i + 2] += f * O[NO * q + 2]; }
-        if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + kappa * dt * norm * O[NO * q + 3]);
+        const vp_v4d o = S.O4[q];
+        if (viscous) { w[3 * i] += f * o[0]; w[3 * i + 1] += f * o[1]; w[3 * i + 2] += f * o[2]; }
+        if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + kappa * dt * norm * o[3]);
     }
     vp_bins_free(&bins);
     return VP_OK;
