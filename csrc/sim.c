@@ -1219,10 +1219,13 @@ static int finite_range(const double *restrict a, size_t i0, size_t i1)
 }
 
 /* Whether every a[i] is finite, in parallel for large arrays: one block per thread (fixed
- * blocks of 2^16 left one thread with three of 1e5 vortons' five). */
+ * blocks of 2^16 left one thread with three of 1e5 vortons' five).  Small arrays are checked
+ * here, outside any parallel region: libgomp's region of one thread still costs 0.3-0.6 us
+ * and a futex call, and a step makes a dozen of these checks. */
 static int finite_array(const double *a, size_t n, int threads)
 {
     const long nb = n > (1 << 16) && threads > 1 ? threads : 1, block = ((long)n + nb - 1) / nb;
+    if (nb == 1) return finite_range(a, 0, n);
     int ok = 1;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(& : ok) if (nb > 1)
     for (long b = 0; b < nb; b++)
