@@ -356,8 +356,12 @@ static int pse_guard(const vp_bins *bins, const pse_sorted *S, double f, float c
     /* the count of bunched vortons, on the threads: a serial pass over the output records
      * was ~2% of diffusion at 1e5 vortons (nearly always none: a lattice) */
     long nh_l = 0;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : nh_l) if (n > 4096)
-    for (long q = 0; q < (long)n; q++) nh_l += f * pse_rate(S, (size_t)q) > PSE_MAX_RATE;
+    if (n > 4096 && threads > 1) {
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : nh_l)
+        for (long q = 0; q < (long)n; q++) nh_l += f * pse_rate(S, (size_t)q) > PSE_MAX_RATE;
+    } else { /* here, not in a region of one thread (see vp_diffuse) */
+        for (size_t q = 0; q < n; q++) nh_l += f * pse_rate(S, q) > PSE_MAX_RATE;
+    }
     size_t nh = (size_t)nh_l;
     if (nh == 0) return VP_OK;
     /* the rate sums before any correction (every scale uses the uncorrected c), the bunched
@@ -759,9 +763,12 @@ int vp_diffuse(vp_sim *s)
     double rmin = INFINITY;
     const double *rad = v->radius->data;
     const int threads = vp_threads(s);
-    (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(min : rmin) if (v->n > 4096)
-    for (long i = 0; i < (long)v->n; i++) rmin = rad[i] < rmin ? rad[i] : rmin; /* exact: any thread count */
+    if (v->n > 4096 && threads > 1) {
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(min : rmin)
+        for (long i = 0; i < (long)v->n; i++) rmin = rad[i] < rmin ? rad[i] : rmin; /* exact: any thread count */
+    } else { /* here, not in a region of one thread (libgomp's costs 0.3-0.6 us and a futex call) */
+        for (size_t i = 0; i < v->n; i++) rmin = rad[i] < rmin ? rad[i] : rmin;
+    }
     int k = 1;
     if (v->n > 1 && nu > 0 && rmin > 0) {
         double e = width * cbrt(vp_volume(rmin)), c = 4.0 * nu * dt / (e * e);

@@ -242,9 +242,13 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
      * serial 0.05 ms a step. */
     double q[6];
     const int threads = vp_threads(s);
-    (void)threads;
-#pragma omp parallel num_threads(threads) if (m >= 1024)
-    limits_sample_select(s, nv, n, m, step, klo, khi, buf, q);
+    if (m >= 1024 && threads > 1) {
+#pragma omp parallel num_threads(threads)
+        limits_sample_select(s, nv, n, m, step, klo, khi, buf, q);
+    } else { /* here, not in a region of one thread (see finite_array) */
+        limits_sample(s, nv, n, m, step, 0, (long)m, buf);
+        for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
+    }
     limits_from(q, lim_lo, lim_hi);
     free(buf);
 }
@@ -1175,11 +1179,16 @@ int vp_expire(vp_sim *s)
         const long block = 1 << 13, nb = ((long)n + block - 1) / block;
         size_t overdue = 0, expired = 0;
         const double late = life * (1.0 + 1.0 / 32);
-#pragma omp parallel for num_threads(vp_threads(s)) schedule(static) reduction(+ : expired, overdue) if (nb > 1)
-        for (long b = 0; b < nb; b++) {
-            size_t o = 0;
-            expired += age_range(age + b * block, (size_t)(vp_block_end(b, block, (long)n) - b * block), dt, life, late, &o);
-            overdue += o;
+        const int threads = vp_threads(s);
+        if (nb > 1 && threads > 1) {
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : expired, overdue)
+            for (long b = 0; b < nb; b++) {
+                size_t o = 0;
+                expired += age_range(age + b * block, (size_t)(vp_block_end(b, block, (long)n) - b * block), dt, life, late, &o);
+                overdue += o;
+            }
+        } else { /* here, not in a region of one thread (see finite_array) */
+            expired = age_range(age, n, dt, life, late, &overdue);
         }
         if (!(life > 0)) continue; /* immortal */
         /* Removal shifts the arrays (stable order), so it is batched: it runs once 1/32 of the
