@@ -173,14 +173,20 @@ static double select_tail(const double *buf, size_t m, size_t k, int high)
     return sg * select_tail_scan(c, nc, k, 1.0);
 }
 
-/* The robust limits' sample of m of the n = nv + nt points (vortons, then tracers): point
- * i = (j + 1/2) n / m at slot (j * step) mod m, for j in [j0, j1). */
-static void limits_sample(const vp_sim *s, size_t nv, size_t n, size_t m, size_t step, long j0, long j1, double *buf)
+/* The robust limits' sample of m of the n = nv + nt points (vortons, then tracers): at
+ * slot k, for k in [k0, k1), point i = (j + 1/2) n / m with j = (k * step) mod m.  The
+ * reads are scrambled and the writes are not: a thread's slots are its own cache lines
+ * (scrambled writes from two threads shared every line of the buffer, and the sample took
+ * as long on two threads as on one). */
+static void limits_sample(const vp_sim *s, size_t nv, size_t n, size_t m, size_t step, long k0, long k1, double *buf)
 {
-    for (long jj = j0; jj < j1; jj++) {
-        const size_t j = (size_t)jj, k = j * step % m, i = (size_t)(((double)j + 0.5) * (double)n / (double)m);
+    size_t j = (size_t)k0 * step % m;
+    for (long kk = k0; kk < k1; kk++) {
+        const size_t k = (size_t)kk, i = (size_t)(((double)j + 0.5) * (double)n / (double)m);
         const double *p = i < nv ? s->vortons.position->data + 3 * i : s->tracers.position->data + 3 * (i - nv);
         buf[k] = p[0]; buf[m + k] = p[1]; buf[2 * m + k] = p[2];
+        j += step; /* (k + 1) step mod m: step < m */
+        if (j >= m) j -= m;
     }
 }
 
@@ -233,8 +239,8 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
     if (!buf) return; /* no limits: the plain bounding box */
     /* the sample, all three coordinates of a point at once: one cache miss per point (a pass
      * per axis tripled them, and with the tracers out of cache that was most of the phase).
-     * It is stored in a scrambled order, sample j at slot (j * step) mod m with step coprime
-     * to m near m / golden ratio: the particles come in emission order, so a plume's heights
+     * It is taken in a scrambled order, sample j = (k * step) mod m at slot k, with step
+     * coprime to m near m / golden ratio: the particles come in emission order, so a plume's heights
      * rose along the plain order and many samples were new maxima that select_tail had to
      * insert; scrambled, new extremes are rare (0.83x of its time in hot_ball, the domain
      * phase 1.06-1.08x).  The quantiles do not depend on the order.  The sample and the six
@@ -344,7 +350,8 @@ static int point_bounds(const double *t, size_t n, int threads, const double lim
  * absent), as vp_robust_limits and point_bounds give them, in one parallel region and,
  * usually, one pass over the positions: each thread takes the unconstrained min and max of
  * its share of both sets (and the finiteness check), then its share of the limits' sample
- * (points it has just read), then the selections.  When a set's unconstrained box lies
+ * (slots of its own; the points come from anywhere, mostly still in cache from the first
+ * pass), then the selections.  When a set's unconstrained box lies
  * inside the limits (no outliers: the usual case) it is the constrained box; otherwise that
  * set is scanned again with the limits.  The same boxes, bit for bit (min and max are exact);
  * the sample's separate pass over scattered points was a third of hot_ball's domain phase.
