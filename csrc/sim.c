@@ -345,6 +345,35 @@ static int point_bounds(const double *t, size_t n, int threads, const double lim
     return box12_result(&b, lo, hi);
 }
 
+static double *strengths(vp_sim *s, double *dst);
+
+/* Whether this step's velocity phase will use the tree: params.solver, or under auto the
+ * choice vp_auto_solver makes with the last step's grid (the domain phase is about to
+ * resize it, so this is a guess, right in nearly every step: when wrong, the tree is built
+ * in vain, or in the velocity phase).  Before the first grid, only below the smallest count
+ * that auto would give to poisson. */
+static int tree_expected(const vp_sim *s)
+{
+    const size_t n = s->vortons.n, nn = vp_grid_count(&s->grid);
+    if (!n) return 0;
+    if (s->params.solver == VP_SOLVER_TREE) return 1;
+    if (s->params.solver != VP_SOLVER_AUTO) return 0;
+    if (nn == 0) return n < VP_AUTO_POISSON_MIN;
+    return vp_auto_solver(n, nn) == VP_SOLVER_TREE;
+}
+
+/* The velocity phase's tree over the vortons (physics.md 2.2), built now. */
+static int tree_build_now(vp_sim *s)
+{
+    double *a = malloc(3 * s->vortons.n * sizeof(double));
+    if (!a) return VP_ERR_NOMEM;
+    strengths(s, a);
+    int st = vp_tree_build(s->tree, s->vortons.n, s->vortons.position->data, a, s->vortons.radius->data,
+                           s->params.tree_leaf_size);
+    free(a);
+    return st;
+}
+
 /* The boxes of phase 1: the vortons' (vlo, vhi) and the tracers' (tlo, thi) coordinates
  * inside the robust limits (vp_robust_limits over both sets; coordinates outside count as
  * absent), as vp_robust_limits and point_bounds give them, in one parallel region and,
@@ -355,7 +384,12 @@ static int point_bounds(const double *t, size_t n, int threads, const double lim
  * inside the limits (no outliers: the usual case) it is the constrained box; otherwise that
  * set is scanned again with the limits.  The same boxes, bit for bit (min and max are exact);
  * the sample's separate pass over scattered points was a third of hot_ball's domain phase.
- * Nonzero if any coordinate is not finite. */
+ * When the velocity phase will use the tree (tree_expected), thread 0 builds it first (the
+ * positions and strengths do not change in between): the build is serial, ~30 us for
+ * ball_through_smoke's 512 vortons, a sixth of its velocity phase, and here the other
+ * threads scan the boxes meanwhile.  The scan is therefore taken in chunks claimed as the
+ * threads come (min and max are exact: the same boxes in any order).  Nonzero if any
+ * coordinate is not finite. */
 static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3], double thi[3], double *rmax)
 {
     const size_t nv = s->vortons.n, nt = s->tracers.n, n = nv + nt;
@@ -376,10 +410,38 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
     for (int c = 0; c < 2; c++) { box12_init(&b[c]); box12_tail(&b[c], xs[c], ns[c], L, H); }
     const double *r = nv ? s->vortons.radius->data : NULL;
     double smax = 0;
+    const int pre = tree_expected(s);
+    int tree_st = VP_OK;
+    enum { CHUNK = 1024 }; /* runs of 12 doubles a chunk */
+    const long runs[2] = {3 * (long)nv / 12, 3 * (long)nt / 12}, nch0 = (runs[0] + CHUNK - 1) / CHUNK,
+               nch = nch0 + (runs[1] + CHUNK - 1) / CHUNK;
+    long next = 0;
     (void)threads;
-#pragma omp parallel num_threads(threads) if (3 * (long)n / 12 > 8192 || m >= 1024)
+#pragma omp parallel num_threads(threads) if (3 * (long)n / 12 > 8192 || m >= 1024 || (pre && threads > 1))
     {
-        for (int c = 0; c < 2; c++) box12_share(&b[c], xs[c], ns[c], L, H);
+        int me = 0;
+#ifdef _OPENMP
+        me = omp_get_thread_num();
+#endif
+        if (pre && me == 0) tree_st = tree_build_now(s);
+        box12 own[2];
+        box12_init(&own[0]); box12_init(&own[1]);
+        for (;;) {
+            long c;
+#pragma omp atomic capture
+            c = next++;
+            if (c >= nch) break;
+            const int set = c >= nch0;
+            const long r0 = (set ? c - nch0 : c) * CHUNK, r1 = r0 + CHUNK < runs[set] ? r0 + CHUNK : runs[set];
+            bounds_runs(xs[set], r0, r1, L, H, own[set].mn, own[set].mx, own[set].bad);
+        }
+#pragma omp critical(vp_box12)
+        for (int c = 0; c < 2; c++)
+            for (int j = 0; j < 12; j++) {
+                b[c].mn[j] = own[c].mn[j] < b[c].mn[j] ? own[c].mn[j] : b[c].mn[j];
+                b[c].mx[j] = own[c].mx[j] > b[c].mx[j] ? own[c].mx[j] : b[c].mx[j];
+                b[c].bad[j] += own[c].bad[j];
+            }
         /* the largest radius (the grid's padding), exact: serial, it was ~4% of the domain
          * phase at 1e5 vortons */
 #pragma omp for schedule(static) reduction(max : smax) nowait
@@ -387,6 +449,7 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
         if (buf) limits_sample_select(s, nv, n, m, step, klo, khi, buf, q);
     }
     *rmax = smax;
+    s->tree_ready = pre && tree_st == VP_OK; /* if not, the velocity phase builds it (and reports) */
     if (buf) limits_from(q, lim_lo, lim_hi);
     free(buf);
     double *lo[2] = {vlo, tlo}, *hi[2] = {vhi, thi};
@@ -513,15 +576,12 @@ int vp_sim_update_velocity_grid(vp_sim *s)
     size_t nn = vp_grid_count(&s->grid);
     int solver = s->params.solver;
     if (solver == VP_SOLVER_AUTO) solver = vp_auto_solver(s->vortons.n, nn);
+    const int tree_ready = s->tree_ready;
+    s->tree_ready = 0; /* this step's only: whatever the solver */
     if (solver == VP_SOLVER_POISSON) {
         st = vp_poisson_velocity_grid(s);
     } else if (solver == VP_SOLVER_TREE && s->vortons.n) {
-        double *a = malloc(3 * s->vortons.n * sizeof(double));
-        if (!a) return VP_ERR_NOMEM;
-        strengths(s, a);
-        st = vp_tree_build(s->tree, s->vortons.n, s->vortons.position->data, a, s->vortons.radius->data,
-                           s->params.tree_leaf_size);
-        free(a);
+        if (!tree_ready) st = tree_build_now(s); /* (usually built in the domain phase: domain_bounds) */
         if (!st) st = vp_tree_velocity_grid(s->tree, s->params.tree_theta, &s->grid, s->grid_velocity, vp_threads(s));
         s->interactions = vp_tree_last_interactions(s->tree);
     } else {

@@ -225,12 +225,13 @@ typedef struct {
     float *cell_velocity;      /* (cells,3,8) float32 grid velocity at the 8 corners of each cell,
                                   gathered for tracer advection (one contiguous read per lookup) */
     size_t cell_allocated;     /* cells cell_velocity can hold */
-    double *scratch;           /* per-vorton scratch of a phase (diffusion: 19 doubles a vorton), kept between steps */
+    double *scratch;           /* per-vorton scratch of a phase (diffusion: 17 doubles a vorton), kept between steps */
     size_t scratch_allocated;
     size_t *tracer_scratch;    /* the tracer advection's outlier lists, apart from scratch: the
                                   overlapped phases use both at once */
     size_t tracer_scratch_allocated;
     vp_tree *tree;
+    int tree_ready;            /* 1: this step's domain phase has built the velocity phase's tree (sim.c) */
     struct vp_poisson *poisson; /* poisson solver cache (poisson.c): FFT plans, work arrays and the
                                    kernel transform, kept while the padded grid shape and core ratio hold */
     double timings[VP_PHASE_COUNT]; /* ms per phase of the last step */

@@ -205,6 +205,31 @@ def test_auto_picks_poisson_for_many_vortons_and_the_tree_for_few():
         assert np.array_equal(grids["auto"], grids[twin]), (n, spread)
 
 
+def test_auto_tree_built_in_the_domain_phase_follows_the_solver_actually_picked():
+    """With the tree expected (solver 'auto' judged on the last step's grid), the domain phase
+    builds it on one thread while the others scan the boxes (sim.c: domain_bounds).  The
+    guess is wrong when the grid changes size: tracers moved in and out of a far region make
+    auto switch between poisson and the tree from one update to the next.  Every field must
+    still be exactly the one the picked solver gives from scratch (the vortons move between
+    updates, so a tree left over from an earlier update would give another field)."""
+    rng = np.random.default_rng(2)
+    p, w = rng.uniform(-1, 1, (1500, 3)), rng.normal(size=(1500, 3))
+    far, near = rng.uniform(-7, 7, (2000, 3)), rng.uniform(-1, 1, (2000, 3))
+    sim = vp.Sim(solver="auto", gravity=(0, 0, 0), threads=2)
+    sim.add_vortons(p, w, 0.1)
+    sim.add_tracers(far)
+    for k, (tracers, twin) in enumerate(((far, "tree"), (far, "tree"), (near, "poisson"), (far, "tree"), (far, "tree"))):
+        pk = p + 0.01 * k
+        sim.vortons.position[:] = pk
+        sim.tracers.position[:] = tracers
+        sim.update_velocity_grid()
+        ref = vp.Sim(solver=twin, gravity=(0, 0, 0), threads=2)
+        ref.add_vortons(pk, w, 0.1)
+        ref.add_tracers(tracers)
+        ref.update_velocity_grid()
+        assert np.array_equal(sim.grid()["velocity"], ref.grid()["velocity"]), (twin, tracers is far)
+
+
 def test_poisson_baseline_fft_copy_agrees_with_the_default():
     """The FFT lines are compiled twice, for AVX2 + FMA and for the baseline (fft_lines.cpp),
     and a CPU here always gets the first; VORTONPY_FFT_BASELINE=1 makes a process use the

@@ -188,6 +188,9 @@ class Sim(_core.Sim):
     as that thread ran them, and ``advect_tracers`` as the time the tracers added beyond
     them (a step that fails in those vorton phases has then advected the tracers already;
     ``rollback=1`` restores both).  0: each phase alone on all threads in turn.
+    With the tree solver, ``sim.timings["domain"]`` includes building the tree: one thread
+    builds it while the others scan the particles' boxes (the velocity phase then only
+    evaluates it).
     Diffusion (PSE) is explicit: where ``4 max(viscosity, thermal_diffusivity) dt / spacing^2``
     exceeds 1 it runs as that many exchanges of a shorter dt (read ``diffusion_substeps``
     after a step; up to 16, each costing a full PSE pass), so a fine lattice with a large
