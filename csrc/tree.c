@@ -162,7 +162,11 @@ int vp_tree_build(vp_tree *t, size_t n, const double *pos, const double *strengt
     int root = new_node(t);
     if (root < 0) return VP_ERR_NOMEM;
     t->nodes[root].start = 0; t->nodes[root].count = (int)n;
-    if (build(t, root, bc, half, 0, leaf_size, pos, strength, radius)) return VP_ERR_NOMEM;
+    /* a position that is not finite (the domain phase, which may build this tree before its
+     * own check, then fails the step) would put every vorton in one octant for 40 levels:
+     * one leaf instead */
+    const int finite = isfinite(bc[0]) && isfinite(bc[1]) && isfinite(bc[2]) && isfinite(half);
+    if (build(t, root, bc, half, 0, finite ? leaf_size : (int)n, pos, strength, radius)) return VP_ERR_NOMEM;
     memcpy(t->o, bc, sizeof bc);
     size_t cap = t->n_cap;
     for (size_t q = 0; q < n; q++) {
