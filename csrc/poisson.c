@@ -529,7 +529,7 @@ static void splat_parallel(const vp_grid *g, double *field, size_t n, const doub
     int *k0 = (int *)(ws + 7 * n);       /* 4 bytes each in 8 n bytes */
     const int nz = g->n[2];
     if (threads > SPLAT_MAX_THREADS) threads = SPLAT_MAX_THREADS;
-    /* each thread's parts per plane, then the planes' first parts' ranks (a row per thread) */
+    /* each thread's count of parts per plane (a row per thread), for the shares' planes zs */
     size_t *cnt = calloc((size_t)threads * (size_t)(nz + 1), sizeof(size_t));
     int zs[SPLAT_MAX_THREADS + 1];
 #pragma omp parallel num_threads(threads)
