@@ -205,17 +205,10 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
     return m2;
 }
 
-/* A cell list (physics.md 2.5's neighbour search; the tree's query grouping): n points binned
- * into boxes of side `cell` from lo, the side grown by 1.26x until there are at most
- * max_cells boxes; points beyond [lo, hi] (outliers) go to the edge boxes.  start[c] ..
- * start[c+1] index into order, the points of box c (x fastest) in index order: a counting
- * sort, O(n + cells), deterministic.  With threads > 1 and many points, each thread bins a
- * contiguous share of the points and counts them per box, and places them after the boxes'
- * points of the threads before it: the same order as the serial sort, for any thread count
- * (the serial binning of 1e5 vortons was 0.5 ms a step while the other thread waited). */
-/* The box of each of points [i0, i1) (vp_bins_cell's, for all three axes), in a loop that
- * vectorises: with the division and the counting in one loop the binning was 3-4x slower.
- * Compiled for AVX-512, AVX2 and the baseline (VP_CLONES). */
+/* The box of each of points [i0, i1): vp_bins_cell's along each axis, written out with the
+ * clamps in double so that the loop vectorises (through vp_bins_cell's int clamps it ran
+ * 1.3x slower; with the division and the counting in one loop, 3-4x).  Compiled for
+ * AVX-512, AVX2 and the baseline (VP_CLONES). */
 VP_CLONES
 static void bins_cells(const vp_bins *b, const double *restrict x, size_t i0, size_t i1, size_t *restrict cid)
 {
@@ -231,6 +224,14 @@ static void bins_cells(const vp_bins *b, const double *restrict x, size_t i0, si
     }
 }
 
+/* A cell list (physics.md 2.5's neighbour search; the tree's query grouping): n points binned
+ * into boxes of side `cell` from lo, the side grown by 1.26x until there are at most
+ * max_cells boxes; points beyond [lo, hi] (outliers) go to the edge boxes.  start[c] ..
+ * start[c+1] index into order, the points of box c (x fastest) in index order: a counting
+ * sort, O(n + cells), deterministic.  With threads > 1 and many points, each thread bins a
+ * contiguous share of the points and counts them per box, and places them after the boxes'
+ * points of the threads before it: the same order as the serial sort, for any thread count
+ * (the serial binning of 1e5 vortons was 0.5 ms a step while the other thread waited). */
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
                   double max_cells, int threads)
 {
