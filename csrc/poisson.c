@@ -551,20 +551,19 @@ static void splat_parallel(const vp_grid *g, double *field, size_t n, const doub
         }
 #pragma omp single
         {
-            zs[0] = 0;
-            for (int u = 1; u <= nt; u++) zs[u] = cnt ? -1 : (int)((long)nz * u / nt); /* no counts: even shares of planes */
-            if (cnt) {
+            zs[0] = 0; zs[nt] = nz;
+            if (!cnt) /* (no counts: even shares of the planes) */
+                for (int u = 1; u < nt; u++) zs[u] = (int)((long)nz * u / nt);
+            else {
                 size_t total = 0, run = 0;
-                for (int z = 0; z < nz; z++)
-                    for (int u = 0; u < nt; u++) total += cnt[(size_t)u * (size_t)(nz + 1) + z];
-                int u = 1;
-                for (int z = 0; z < nz && u < nt; z++) {
-                    /* plane z starts share u once the planes before it hold u / nt of the parts */
-                    while (u < nt && run * (size_t)nt >= total * (size_t)u) zs[u++] = z;
-                    for (int v = 0; v < nt; v++) run += cnt[(size_t)v * (size_t)(nz + 1) + z];
+                for (int z = 0; z < nz; z++) { /* every thread's counts into row 0 */
+                    for (int u = 1; u < nt; u++) cnt[z] += cnt[(size_t)u * (size_t)(nz + 1) + z];
+                    total += cnt[z];
                 }
+                int u = 1; /* share u starts at the plane before which u / nt of the parts lie */
+                for (int z = 0; z < nz; run += cnt[z++])
+                    while (u < nt && run * (size_t)nt >= total * (size_t)u) zs[u++] = z;
                 while (u < nt) zs[u++] = nz;
-                zs[nt] = nz;
             }
         }
         const int z0 = zs[t], z1 = zs[t + 1]; /* planes [z0, z1) */
