@@ -95,11 +95,9 @@ void vp_baroclinic(vp_sim *s)
      * 1200 vortons: 1.55-1.67x from the second thread) */
 #pragma omp parallel num_threads(threads)
     {
-        long t = 0, T = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num(); T = omp_get_num_threads();
-#endif
-        baroclinic_range(&s->grid, s->grid_density_gradient, g, k, n * t / T, n * (t + 1) / T, x, w);
+        long i0, i1;
+        vp_thread_share(n, &i0, &i1);
+        baroclinic_range(&s->grid, s->grid_density_gradient, g, k, i0, i1, x, w);
     }
 }
 

@@ -528,12 +528,9 @@ static int diffuse_pass(vp_sim *s, double dt)
         /* an even share of the vortons a thread (blocks of 256 split unevenly at ~1e3) */
 #pragma omp parallel num_threads(threads)
         {
-            long t = 0, T = 1;
-#ifdef _OPENMP
-            t = omp_get_thread_num(); T = omp_get_num_threads();
-#endif
-            eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, (long)n * t / T,
-                           (long)n * (t + 1) / T, nui);
+            long i0, i1;
+            vp_thread_share((long)n, &i0, &i1);
+            eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, i0, i1, nui);
         }
     }
     /* cell list with cells of half the cutoff distance, scanned +-2 cells: 5^3 half-size cells

@@ -2,6 +2,9 @@
 #ifndef VP_INTERNAL_H
 #define VP_INTERNAL_H
 #include "vortonpy.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Four doubles in one AVX register (GCC/clang vector extension; lowered to SSE pairs in the
  * baseline clones): PSE's pair records, the FFT lines' lane records. */
@@ -19,6 +22,17 @@ typedef double vp_v4d __attribute__((vector_size(32)));
 /* The end of block b of `block` items out of n: the parallel loops hand cloned range
  * functions [b * block, vp_block_end(b, block, n)). */
 static inline long vp_block_end(long b, long block, long n) { return (b + 1) * block < n ? (b + 1) * block : n; }
+
+/* This thread's even, contiguous share [*i0, *i1) of n items, inside a parallel region (all
+ * of them outside one). */
+static inline void vp_thread_share(long n, long *i0, long *i1)
+{
+    long t = 0, T = 1;
+#ifdef _OPENMP
+    t = omp_get_thread_num(); T = omp_get_num_threads();
+#endif
+    *i0 = n * t / T; *i1 = n * (t + 1) / T;
+}
 
 int vp_domain_update(vp_sim *s);                 /* physics.md 2.1 */
 int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int solver); /* 2.2 */

@@ -206,11 +206,9 @@ static void limits_plan(size_t n, size_t *m, size_t *step, size_t *klo, size_t *
 static void limits_sample_select(const vp_sim *s, size_t nv, size_t n, size_t m, size_t step, size_t klo, size_t khi,
                                  double *buf, double q[6])
 {
-    int me = 0, nth = 1;
-#ifdef _OPENMP
-    me = omp_get_thread_num(); nth = omp_get_num_threads();
-#endif
-    limits_sample(s, nv, n, m, step, (long)m * me / nth, (long)m * (me + 1) / nth, buf);
+    long k0, k1;
+    vp_thread_share((long)m, &k0, &k1);
+    limits_sample(s, nv, n, m, step, k0, k1, buf);
 #pragma omp barrier
 #pragma omp for schedule(static)
     for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
@@ -296,22 +294,26 @@ static void box12_tail(box12 *b, const double *t, size_t n, const double L[12], 
     }
 }
 
+/* A thread's own box merged into the shared b (min and max are exact: any order of merges
+ * gives the same b). */
+static void box12_merge(box12 *b, const box12 *own)
+{
+#pragma omp critical(vp_box12)
+    for (int j = 0; j < 12; j++) {
+        b->mn[j] = own->mn[j] < b->mn[j] ? own->mn[j] : b->mn[j]; b->mx[j] = own->mx[j] > b->mx[j] ? own->mx[j] : b->mx[j];
+        b->bad[j] += own->bad[j];
+    }
+}
+
 /* Inside a parallel region (or alone): this thread's share of t's runs, merged into b. */
 static void box12_share(box12 *b, const double *t, size_t n, const double L[12], const double H[12])
 {
-    const long runs = 3 * (long)n / 12;
-    int me = 0, nth = 1;
-#ifdef _OPENMP
-    me = omp_get_thread_num(); nth = omp_get_num_threads();
-#endif
+    long r0, r1;
+    vp_thread_share(3 * (long)n / 12, &r0, &r1);
     box12 own;
     box12_init(&own);
-    if (runs) bounds_runs(t, runs * me / nth, runs * (me + 1) / nth, L, H, own.mn, own.mx, own.bad);
-#pragma omp critical(vp_box12)
-    for (int j = 0; j < 12; j++) {
-        b->mn[j] = own.mn[j] < b->mn[j] ? own.mn[j] : b->mn[j]; b->mx[j] = own.mx[j] > b->mx[j] ? own.mx[j] : b->mx[j];
-        b->bad[j] += own.bad[j];
-    }
+    if (r1 > r0) bounds_runs(t, r0, r1, L, H, own.mn, own.mx, own.bad);
+    box12_merge(b, &own);
 }
 
 /* The box per axis (lo > hi when empty); nonzero if any coordinate was not finite. */
@@ -435,13 +437,7 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
             const long r0 = (set ? c - nch0 : c) * CHUNK, r1 = r0 + CHUNK < runs[set] ? r0 + CHUNK : runs[set];
             bounds_runs(xs[set], r0, r1, L, H, own[set].mn, own[set].mx, own[set].bad);
         }
-#pragma omp critical(vp_box12)
-        for (int c = 0; c < 2; c++)
-            for (int j = 0; j < 12; j++) {
-                b[c].mn[j] = own[c].mn[j] < b[c].mn[j] ? own[c].mn[j] : b[c].mn[j];
-                b[c].mx[j] = own[c].mx[j] > b[c].mx[j] ? own[c].mx[j] : b[c].mx[j];
-                b[c].bad[j] += own[c].bad[j];
-            }
+        for (int c = 0; c < 2; c++) box12_merge(&b[c], &own[c]);
         /* the largest radius (the grid's padding), exact: serial, it was ~4% of the domain
          * phase at 1e5 vortons */
 #pragma omp for schedule(static) reduction(max : smax) nowait
@@ -539,21 +535,21 @@ int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int s
 {
     size_t n = s->vortons.n;
     if (n == 0) { memset(vel, 0, 3 * m * sizeof(double)); s->interactions = 0; return VP_OK; }
-    double *a = malloc(3 * n * sizeof(double));
-    if (!a) return VP_ERR_NOMEM;
-    strengths(s, a);
-    int st = VP_OK;
+    int st;
     if (solver == VP_SOLVER_DIRECT) {
-        st = vp_direct_velocity(n, s->vortons.position->data, a, s->vortons.radius->data, m, pts, vel, vp_threads(s));
+        double *a = malloc(3 * n * sizeof(double));
+        if (!a) return VP_ERR_NOMEM;
+        st = vp_direct_velocity(n, s->vortons.position->data, strengths(s, a), s->vortons.radius->data, m, pts, vel,
+                                vp_threads(s));
         s->interactions = (uint64_t)n * m;
+        free(a);
     } else {
-        st = vp_tree_build(s->tree, n, s->vortons.position->data, a, s->vortons.radius->data, s->params.tree_leaf_size);
+        st = tree_build_now(s);
         if (!st) {
             st = vp_tree_velocity(s->tree, s->params.tree_theta, m, pts, vel, vp_threads(s));
             s->interactions = vp_tree_last_interactions(s->tree);
         }
     }
-    free(a);
     return st;
 }
 

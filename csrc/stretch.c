@@ -7,9 +7,6 @@
  * amplifies rotation (tilting) at every step. */
 #include "internal.h"
 #include "grid_inline.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* exp(J dt) w for vortons [i0, i1), J interpolated at each one's position.  In blocks of 64:
  * the interpolations (their nine components on whole vectors), then the series for the
@@ -58,11 +55,8 @@ void vp_stretch(vp_sim *s)
     /* an even share of the vortons a thread (blocks of 256 split unevenly at ~1e3 vortons) */
 #pragma omp parallel num_threads(threads)
     {
-        long t = 0, T = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num(); T = omp_get_num_threads();
-#endif
-        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, n * t / T, n * (t + 1) / T, v->position->data,
-                      v->vorticity->data);
+        long i0, i1;
+        vp_thread_share(n, &i0, &i1);
+        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, i0, i1, v->position->data, v->vorticity->data);
     }
 }
