@@ -164,17 +164,29 @@ static void contact_column(size_t m, const double *restrict PS, const double xj[
 #define VP_CONTACT_BLOCK 256 /* vortons per block of vp_collide's contact scans */
 
 /* Work space of solve_contacts for chunks of up to n contacts, one allocation, 32-byte
- * aligned for gram_rows4's vectors (G's columns have a stride of 3 nc rounded up to 4). */
-typedef struct { double *G, *A, *k, *astar, *PS; } contact_ws;
+ * aligned for gram_rows4's vectors (G's columns have a stride of 3 nc rounded up to 4, and so
+ * has T, the targets of every contact point in a row, padded with zeros). */
+typedef struct { double *G, *A, *k, *astar, *PS, *T; } contact_ws;
 static double *contact_ws_alloc(size_t n, contact_ws *ws)
 {
-    const size_t doubles = n * (3 * n + 4) + n * n + n + 3 * n + 3 * n + 8;
+    const size_t doubles = n * (3 * n + 4) + n * n + n + 3 * n + 3 * n + (3 * n + 4) + 8;
     double *m = aligned_alloc(32, (doubles * sizeof(double) + 31) / 32 * 32);
     if (m) {
-        ws->G = m; ws->A = ws->G + n * (3 * n + 4); ws->k = ws->A + n * n; ws->astar = ws->k + n;
-        ws->PS = ws->astar + 3 * n;
+        ws->G = m; ws->A = ws->G + n * (3 * n + 4); ws->T = ws->A + n * n; ws->k = ws->T + (3 * n + 4);
+        ws->astar = ws->k + n; ws->PS = ws->astar + 3 * n;
     }
     return m;
+}
+
+/* The dot product of two columns of ld doubles (ld a multiple of 4, 32-byte aligned), in
+ * four lanes summed as gram_rows4 sums. */
+VP_CLONES
+static double column_dot(size_t ld, const double *restrict a, const double *restrict b)
+{
+    const vp_gram_v4d *x = (const vp_gram_v4d *)a, *y = (const vp_gram_v4d *)b;
+    vp_gram_v4d acc = {0};
+    for (size_t i = 0; i < ld / 4; i++) acc += x[i] * y[i];
+    return VP_GRAM_HSUM(acc);
 }
 
 /* Cholesky factor in place of the lower triangle of the row-major nc x nc matrix A (its
@@ -221,7 +233,8 @@ static void cholesky_lower(size_t nc, double *restrict A, double lambda, double 
  * panel cost more than sharing the updates saved), or outside any parallel region alone. */
 static void solve_contacts(const contact *c, size_t nc, double *a_out, const contact_ws *ws)
 {
-    double *G = ws->G, *A = ws->A, *k = ws->k, *astar = ws->astar, *PS = ws->PS;
+    double *G = ws->G, *A = ws->A, *k = ws->k, *astar = ws->astar, *PS = ws->PS, *T = ws->T;
+    const size_t ld = (3 * nc + 3) & ~(size_t)3; /* G's column stride */
     /* the exact single-vorton strengths, and the contact points as SoA so that a column of
      * G[j][i] (velocity at P_i from a_j*, contiguous over i) is one vectorised loop */
 #pragma omp for schedule(static)
@@ -230,15 +243,19 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
         double r[3] = {c[j].P[0] - c[j].xnew[0], c[j].P[1] - c[j].xnew[1], c[j].P[2] - c[j].xnew[2]};
         vp_kernel_assign_by_velocity(r, c[j].target, c[j].s2, astar + 3 * j);
         PS[j] = c[j].P[0]; PS[nc + j] = c[j].P[1]; PS[2 * nc + j] = c[j].P[2];
+        for (int a = 0; a < 3; a++) T[3 * j + a] = c[j].target[a];
+        if (j == 0)
+            for (size_t i = 3 * nc; i < ld; i++) T[i] = 0.0;
     }
-    const size_t ld = (3 * nc + 3) & ~(size_t)3; /* G's column stride */
+    /* the columns, and the right-hand side k_j = g_j . T while column j is in cache */
 #pragma omp for schedule(static)
     for (long jj = 0; jj < (long)nc; jj++) {
         size_t j = (size_t)jj;
         contact_column(nc, PS, c[j].xnew, astar + 3 * j, c[j].s2, G + j * ld);
         for (size_t i = 3 * nc; i < ld; i++) G[j * ld + i] = 0.0;
+        k[j] = column_dot(ld, G + j * ld, T);
     }
-    /* normal equations A = G^T G (lower triangle), rhs = G^T t; blocks of four rows (the
+    /* normal equations A = G^T G (lower triangle); blocks of four rows (the
      * nc mod 4 last rows alone), the longest first: balanced ends */
     const long nb4 = (long)(nc / 4);
 #pragma omp for schedule(dynamic, 1)
@@ -249,13 +266,6 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
             const size_t p = 4 * (size_t)(nb4 - 1 - (bb - (long)(nc % 4)));
             gram_rows4(p, ld, G, A, nc);
         }
-    }
-#pragma omp for schedule(static)
-    for (long pp = 0; pp < (long)nc; pp++) {
-        const double *gp = G + (size_t)pp * ld;
-        double acc = 0;
-        for (size_t i = 0; i < nc; i++) acc += vp_dot3(gp + 3 * i, c[i].target);
-        k[pp] = acc;
     }
 #pragma omp single
     {
