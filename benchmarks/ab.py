@@ -85,7 +85,8 @@ def run(a) -> None:
                 rec[name].append(phases)
         for name, sim in sims.items():
             finals[name] = (np.array(sim.vortons.position).copy(), np.array(sim.vortons.vorticity).copy(),
-                            np.array(sim.tracers.position).copy())
+                            np.array(sim.tracers.position).copy(), np.array(sim.vortons.density).copy(),
+                            [np.r_[b.position, b.velocity, b.angular_velocity, b.temperature] for b in sim.bodies])
         del sims
     shutil.rmtree(tmp)
     keys = [k for k in rec[a.a][0] if np.mean([r[k] for r in rec[a.a]]) > 0.01]
@@ -99,11 +100,12 @@ def run(a) -> None:
         ratio = np.median(pairs) if pairs else float("nan")
         print(f"| {k} | {np.median(ra):.3f}, {ra.mean():.3f}, {ra.max():.3f} | {np.median(rb):.3f}, {rb.mean():.3f}, {rb.max():.3f} "
               f"| {ratio:.3f}; {ra.mean() / rb.mean() if rb.mean() > 0 else float('nan'):.3f} |")
-    pa, wa, ta = finals[a.a]
-    pb, wb, tb = finals[a.b]
-    same = pa.shape == pb.shape and np.array_equal(pa, pb) and np.array_equal(wa, wb)
+    pa, wa, ta, da, ba = finals[a.a]
+    pb, wb, tb, db, bb = finals[a.b]
+    same = (pa.shape == pb.shape and np.array_equal(pa, pb) and np.array_equal(wa, wb) and np.array_equal(da, db)
+            and len(ba) == len(bb) and all(np.array_equal(x, y) for x, y in zip(ba, bb)))
     diff = float(np.max(np.abs(pa - pb))) if pa.shape == pb.shape else float("nan")
-    print(f"final state bitwise equal: {same} (max |dx| {diff:.3g})")
+    print(f"final state (vortons, density, bodies) bitwise equal: {same} (max |dx| {diff:.3g})")
     tsame = ta.shape == tb.shape and np.array_equal(ta, tb)
     tdiff = float(np.max(np.abs(ta - tb), initial=0.0)) if ta.shape == tb.shape else float("nan")
     print(f"final tracers bitwise equal: {tsame} (max |dx| {tdiff:.3g})")

@@ -187,16 +187,16 @@ static double *contact_ws_alloc(size_t n, contact_ws *ws)
     return m;
 }
 
-/* The dot product of two columns of ld doubles (ld a multiple of 4, 32-byte aligned), in
- * four lanes summed as gram_panel4 sums (so a column with itself gives the Gram matrix's
- * diagonal entry bit for bit). */
+/* Two dot products of a column g of ld doubles (ld a multiple of 4, 32-byte aligned): *gt = g . t
+ * and *gg = g . g, in four lanes summed as gram_panel4 sums (so *gg is the Gram matrix's
+ * diagonal entry bit for bit); one pass, two independent chains. */
 VP_CLONES
-static double column_dot(size_t ld, const double *restrict a, const double *restrict b)
+static void column_dots(size_t ld, const double *restrict g, const double *restrict t, double *gt, double *gg)
 {
-    const vp_gram_v4d *x = (const vp_gram_v4d *)a, *y = (const vp_gram_v4d *)b;
-    vp_gram_v4d acc = {0};
-    for (size_t i = 0; i < ld / 4; i++) acc += x[i] * y[i];
-    return VP_GRAM_HSUM(acc);
+    const vp_gram_v4d *x = (const vp_gram_v4d *)g, *y = (const vp_gram_v4d *)t;
+    vp_gram_v4d a = {0}, b = {0};
+    for (size_t i = 0; i < ld / 4; i++) { a += x[i] * y[i]; b += x[i] * x[i]; }
+    *gt = VP_GRAM_HSUM(a); *gg = VP_GRAM_HSUM(b);
 }
 
 /* One panel of the left-looking Cholesky factor of the row-major nc x nc matrix A (lower
@@ -292,8 +292,7 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
         size_t j = (size_t)jj;
         contact_column(nc, PS, c[j].xnew, astar + 3 * j, c[j].s2, G + j * ld);
         for (size_t i = 3 * nc; i < ld; i++) G[j * ld + i] = 0.0;
-        k[j] = column_dot(ld, G + j * ld, T);
-        dg[j] = column_dot(ld, G + j * ld, G + j * ld);
+        column_dots(ld, G + j * ld, T, &k[j], &dg[j]);
     }
     /* The normal equations A = G^T G (lower triangle) by column panels of four, and A's
      * Cholesky factor, pipelined.  The panels are handed out in order (flags[0]); thread 0
@@ -316,6 +315,13 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
         while (fp < np) {
             if (__atomic_load_n(&flags[8 + fp], __ATOMIC_ACQUIRE)) {
                 cholesky_panel(nc, A, 4 * (size_t)fp, lambda, ws->PT);
+                const size_t ie = 4 * (size_t)fp + 4 < nc ? 4 * (size_t)fp + 4 : nc;
+                for (size_t i = 4 * (size_t)fp; i < ie; i++) { /* L y = rhs: the panel's rows */
+                    double sum = 0;
+#pragma omp simd reduction(+ : sum)
+                    for (size_t q = 0; q < i; q++) sum += A[i * nc + q] * k[q];
+                    k[i] = (k[i] - sum) / A[i * nc + i];
+                }
                 fp++;
                 continue;
             }
@@ -327,12 +333,6 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
             } else {
                 while (!__atomic_load_n(&flags[8 + fp], __ATOMIC_ACQUIRE)) vp_spin_pause();
             }
-        }
-        for (size_t i = 0; i < nc; i++) { /* L y = rhs */
-            double sum = 0;
-#pragma omp simd reduction(+ : sum)
-            for (size_t q = 0; q < i; q++) sum += A[i * nc + q] * k[q];
-            k[i] = (k[i] - sum) / A[i * nc + i];
         }
         for (size_t i = nc; i-- > 0;) { /* L^T k = y, by columns of L^T (rows of L) */
             k[i] /= A[i * nc + i];
@@ -374,6 +374,39 @@ static void collide_tracers_range(const vp_body *B, long k0, long k1, double *re
         vp_project_tracers_block(B, b0, (int)(b0 + 64 < k1 ? 64 : k1 - b0), tx, tv);
 }
 
+/* Contact vorton i reassigned (part 4, physics.md 2.7): moved to its placement and its
+ * vorticity blended by bl towards the share a_new / V, with heat conducted from the body
+ * (conduct; kb > 0).  The terms of the fluid's impulse about the body's centre c it carried
+ * before and carries after go to h[0..12): (x-c) x a and (x-c) x ((x-c) x a) before, the same
+ * after, then the heat Q; vp_collide sums them over the contacts in order (deterministic),
+ * while the contacts themselves are reassigned by the team. */
+static void reassign_contact(const vp_body *Bc, const contact *cq, const double anew[3], double bl, double rho0,
+                             double dt, double heat_capacity, double *x, double *w, double *den, const double *rad,
+                             double h[13])
+{
+    const size_t i = cq->i;
+    const double V = vp_volume(rad[i]);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass)
+            for (int a = 0; a < 3; a++) {
+                x[3 * i + a] = cq->xnew[a];
+                w[3 * i + a] += bl * (anew[a] / V - w[3 * i + a]);
+            }
+        double d[3] = {x[3 * i] - Bc->position[0], x[3 * i + 1] - Bc->position[1], x[3 * i + 2] - Bc->position[2]};
+        double av[3] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V};
+        vp_cross3(d, av, h + 6 * pass);
+        vp_cross3(d, h + 6 * pass, h + 6 * pass + 3);
+    }
+    h[12] = 0;
+    if (Bc->thermal_conductivity > 0) {
+        double Ci = heat_capacity * V;
+        double Ti = vp_temperature_from_density(rho0, den[i]);
+        double Q = conduct(Bc->thermal_conductivity, dt, Bc->temperature, Ti, Ci, Bc->heat_capacity);
+        den[i] = vp_density_from_temperature(rho0, Ti + Q / Ci);
+        h[12] = Q;
+    }
+}
+
 int vp_sim_collide(vp_sim *s) { return vp_collide(s, 1); }
 
 /* Phase 7 (physics.md 2.7) for every body in order: the vortons that touch it are reassigned
@@ -407,7 +440,18 @@ int vp_collide(vp_sim *s, int tracers)
         if (!bh || !cs || !F) { free(bh); free(cs); free(F); return VP_ERR_NOMEM; }
         size_t nf = 0;
         contact_ws ws = {0};
-        double *wsm = NULL, *anew = NULL;
+        double *wsm = NULL, *anew = NULL, *hand = NULL;
+        /* Added-mass guard: the boundary vorticity a step assigns moves fluid of a mass
+         * several times rho0 Vb with the body's slip, and the body takes the opposite impulse;
+         * for a light body (M ~ rho0 Vb) that explicit exchange overshoots, the slip changes
+         * sign every step and grows (a neutral ball in stratified fluid was thrown out at 200
+         * units/s).  The blend per step is scaled by M / (4 rho0 Vb) when that is below 1, so a
+         * ball of 4x the fluid's density or heavier (and fixed bodies) is unaffected. */
+        double bl = blend;
+        if (!Bc.fixed) {
+            double ratio = Bc.mass / (4.0 * rho0 * vp_volume(Bc.radius));
+            if (ratio < 1.0) bl = blend * ratio;
+        }
 #pragma omp parallel num_threads(threads) if (nv >= 64)
         {
 #pragma omp for schedule(static)
@@ -429,6 +473,7 @@ int vp_collide(vp_sim *s, int tracers)
                 if (nc) {
                     wsm = contact_ws_alloc(nc < VP_CONTACT_CHUNK ? nc : VP_CONTACT_CHUNK, &ws);
                     anew = malloc(3 * nc * sizeof(double));
+                    hand = malloc(13 * nc * sizeof(double));
                 }
             }
             /* the contacts' indices, and the vortons not in contact as float32 SoA (x, y, z
@@ -470,58 +515,34 @@ int vp_collide(vp_sim *s, int tracers)
                     place_contact(&Bc, xi, rad[i], ug, &cs[q]);
                 }
                 /* the shares, by the same team (solve_contacts) */
-                if (wsm && anew)
+                if (wsm && anew && hand) {
                     for (size_t c0 = 0; c0 < nc; c0 += VP_CONTACT_CHUNK)
                         solve_contacts(cs + c0, nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK, anew + 3 * c0, &ws);
+                    /* every contact vorton reassigned (each contact is a different vorton) */
+#pragma omp for schedule(static)
+                    for (long q = 0; q < (long)nc; q++)
+                        reassign_contact(&Bc, &cs[q], anew + 3 * q, bl, rho0, dt, s->params.fluid_heat_capacity, x, w,
+                                         den, rad, hand + 13 * q);
+                }
             }
         }
         free(F); free(bh); free(wsm);
         double dI[3] = {0, 0, 0}, dA[3] = {0, 0, 0}, heat = 0;
         if (nc) {
-            if (!anew) { free(cs); return VP_ERR_NOMEM; }
-            /* (the work space failed before any vorton changed: nothing to undo) */
-            if (!wsm) { free(cs); free(anew); return VP_ERR_NOMEM; }
-            /* Added-mass guard: the boundary vorticity a step assigns moves fluid of a mass
-             * several times rho0 Vb with the body's slip, and the body takes the opposite
-             * impulse; for a light body (M ~ rho0 Vb) that explicit exchange overshoots, the
-             * slip changes sign every step and grows (a neutral ball in stratified fluid was
-             * thrown out at 200 units/s).  The blend per step is scaled by M / (4 rho0 Vb)
-             * when that is below 1, so a ball of 4x the fluid's density or heavier (and fixed
-             * bodies) is unaffected. */
-            double bl = blend;
-            if (!Bc.fixed) {
-                double ratio = Bc.mass / (4.0 * rho0 * vp_volume(Bc.radius));
-                if (ratio < 1.0) bl = blend * ratio;
-            }
-            /* Each contact vorton is reassigned, and the fluid's impulse about the body centre
-             * c changes by its new terms minus its old (linear 1/2 (x-c) x a, angular
-             * 1/3 (x-c) x ((x-c) x a): momentum hand-over, physics.md 2.7); the body receives
-             * minus rho0 times the sums.  Serial, in index order: deterministic. */
+            /* (a failed work space left every vorton as it was: nothing to undo) */
+            if (!anew || !wsm || !hand) { free(cs); free(anew); free(hand); return VP_ERR_NOMEM; }
+            /* The momentum hand-over (physics.md 2.7): the fluid's impulse about the body's
+             * centre c changes by each contact's new terms minus its old (linear
+             * 1/2 (x-c) x a, angular 1/3 (x-c) x ((x-c) x a)); the body receives minus rho0
+             * times the sums.  Summed here in contact order: deterministic. */
             for (size_t q = 0; q < nc; q++) {
-                size_t i = cs[q].i;
-                double V = vp_volume(rad[i]);
                 for (int pass = 0; pass < 2; pass++) {
-                    if (pass)
-                        for (int a = 0; a < 3; a++) {
-                            x[3 * i + a] = cs[q].xnew[a];
-                            w[3 * i + a] += bl * (anew[3 * q + a] / V - w[3 * i + a]);
-                        }
-                    double sg = pass ? 1.0 : -1.0;
-                    double d[3] = {x[3 * i] - Bc.position[0], x[3 * i + 1] - Bc.position[1], x[3 * i + 2] - Bc.position[2]};
-                    double av[3] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V}, dxa[3], dxdxa[3];
-                    vp_cross3(d, av, dxa);
-                    vp_cross3(d, dxa, dxdxa);
-                    for (int k = 0; k < 3; k++) { dI[k] += sg * 0.5 * dxa[k]; dA[k] += sg * dxdxa[k] / 3.0; }
+                    const double sg = pass ? 1.0 : -1.0, *hq = hand + 13 * q + 6 * pass;
+                    for (int k = 0; k < 3; k++) { dI[k] += sg * 0.5 * hq[k]; dA[k] += sg * hq[3 + k] / 3.0; }
                 }
-                if (Bc.thermal_conductivity > 0) {
-                    double Ci = s->params.fluid_heat_capacity * V;
-                    double Ti = vp_temperature_from_density(rho0, den[i]);
-                    double Q = conduct(Bc.thermal_conductivity, dt, Bc.temperature, Ti, Ci, Bc.heat_capacity);
-                    den[i] = vp_density_from_temperature(rho0, Ti + Q / Ci);
-                    heat += Q;
-                }
+                if (Bc.thermal_conductivity > 0) heat += hand[13 * q + 12];
             }
-            free(anew);
+            free(anew); free(hand);
         }
         free(cs);
         double J[3] = {-rho0 * dI[0], -rho0 * dI[1], -rho0 * dI[2]};
