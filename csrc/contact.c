@@ -225,32 +225,49 @@ static void cholesky_panel(size_t nc, double *restrict A, size_t j0, double lamb
                 Ai[q] -= Ai[k0] * Aq[k0] + Ai[k0 + 1] * Aq[k0 + 1] + Ai[k0 + 2] * Aq[k0 + 2] + Ai[k0 + 3] * Aq[k0 + 3];
         }
     }
-    if (iv < nc && j0 > 0) {
-        for (size_t k0 = 0; k0 < j0; k0 += 4)
-            for (size_t c = 0; c < 4; c++)
-                for (size_t q = 0; q < 4; q++) PT[4 * k0 + 4 * c + q] = A[(j0 + q) * nc + k0 + c];
-        const vp_gram_v4d *P = (const vp_gram_v4d *)PT;
-        for (size_t i = iv; i < nc; i++) {
-            double *restrict Ai = A + i * nc;
-            vp_gram_v4d acc;
-            memcpy(&acc, Ai + j0, sizeof acc);
-            for (size_t k0 = 0; k0 < j0; k0 += 4) {
-                const double l0 = Ai[k0], l1 = Ai[k0 + 1], l2 = Ai[k0 + 2], l3 = Ai[k0 + 3];
-                acc -= l0 * P[k0] + l1 * P[k0 + 1] + l2 * P[k0 + 2] + l3 * P[k0 + 3];
-            }
-            memcpy(Ai + j0, &acc, sizeof acc);
-        }
-    }
+    /* the diagonal block factored */
+    double inv[4];
     for (size_t j = j0; j < je; j++) {
-        for (size_t i = j; i < nc; i++) {
+        for (size_t i = j; i < iv; i++) {
             double *Ai = A + i * nc;
             for (size_t c = j0; c < j; c++) Ai[j] -= Ai[c] * A[j * nc + c];
         }
         double d = A[j * nc + j];
         d = sqrt(d > lambda ? d : lambda);
         A[j * nc + j] = d;
-        const double inv = 1.0 / d;
-        for (size_t i = j + 1; i < nc; i++) A[i * nc + j] *= inv;
+        inv[j - j0] = 1.0 / d;
+        for (size_t i = j + 1; i < iv; i++) A[i * nc + j] *= inv[j - j0];
+    }
+    if (iv == nc) return;
+    /* the rows below, one pass each: the earlier panels' updates, then the panel's columns in
+     * order, each updated by the panel's earlier columns and scaled by its pivot (the same
+     * operations on each entry as a column-by-column sweep, which crossed every row four
+     * times) */
+    for (size_t k0 = 0; k0 < j0; k0 += 4)
+        for (size_t c = 0; c < 4; c++)
+            for (size_t q = 0; q < 4; q++) PT[4 * k0 + 4 * c + q] = A[(j0 + q) * nc + k0 + c];
+    const vp_gram_v4d *P = (const vp_gram_v4d *)PT;
+    const double *L1 = A + (j0 + 1) * nc + j0, *L2 = A + (j0 + 2) * nc + j0, *L3 = A + (j0 + 3) * nc + j0;
+    for (size_t i = iv; i < nc; i++) {
+        double *restrict Ai = A + i * nc;
+        vp_gram_v4d acc;
+        memcpy(&acc, Ai + j0, sizeof acc);
+        for (size_t k0 = 0; k0 < j0; k0 += 4) {
+            const double l0 = Ai[k0], l1 = Ai[k0 + 1], l2 = Ai[k0 + 2], l3 = Ai[k0 + 3];
+            acc -= l0 * P[k0] + l1 * P[k0 + 1] + l2 * P[k0 + 2] + l3 * P[k0 + 3];
+        }
+        double a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+        a0 *= inv[0];
+        a1 -= a0 * L1[0];
+        a1 *= inv[1];
+        a2 -= a0 * L2[0];
+        a2 -= a1 * L2[1];
+        a2 *= inv[2];
+        a3 -= a0 * L3[0];
+        a3 -= a1 * L3[1];
+        a3 -= a2 * L3[2];
+        a3 *= inv[3];
+        Ai[j0] = a0; Ai[j0 + 1] = a1; Ai[j0 + 2] = a2; Ai[j0 + 3] = a3;
     }
 }
 
