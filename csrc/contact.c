@@ -52,10 +52,12 @@ static void place_contact(const vp_body *B, const double x[3], double sr, const 
     c->s2 = sr * sr;
 }
 
-/* Column panel p..p+3 of the Gram matrix A = G^T G (row-major, lower triangle), from the
- * columns g_q = G + q ld of the contact solve (ld: a multiple of 4, padded with zeros):
- * A[q][p + c] = g_q . g_{p+c} for every row q >= p (the panel's own 4 x 4 block included, its
- * entries above the diagonal written and never read).  Three rows q at a time against the
+/* Column panel p..p+3 of the Gram matrix A = G^T G, from the columns g_q = G + q ld of the
+ * contact solve (ld: a multiple of 4, padded with zeros): out[4 (q - p) + c] = g_q . g_{p+c}
+ * for every row q >= p (the panel's own 4 x 4 block included, its entries above the diagonal
+ * written and never read), each row's four contiguous, so that the thread that factors the
+ * panel reads it as one stream (written into the rows of a row-major matrix, they were a
+ * cache line a row to move between the cores).  Three rows q at a time against the
  * panel's four columns in 4-double vectors: twelve independent sums, each column load shared
  * by three rows and each row load by four columns.  One row against four columns (its four
  * sums a chain of dependent multiply-adds each, five loads per four) ran at ~11 GFMA/s; this
@@ -64,7 +66,7 @@ static void place_contact(const vp_body *B, const double x[3], double sr, const 
 typedef double vp_gram_v4d __attribute__((vector_size(32)));
 #define VP_GRAM_HSUM(v) (((v)[0] + (v)[2]) + ((v)[1] + (v)[3]))
 VP_CLONES
-static void gram_panel4(size_t p, size_t ld, const double *restrict G, double *restrict A, size_t nc)
+static void gram_panel4(size_t p, size_t ld, const double *restrict G, double *restrict out, size_t nc)
 {
     const vp_gram_v4d *r0 = (const vp_gram_v4d *)(G + p * ld), *r1 = (const vp_gram_v4d *)(G + (p + 1) * ld),
                       *r2 = (const vp_gram_v4d *)(G + (p + 2) * ld), *r3 = (const vp_gram_v4d *)(G + (p + 3) * ld);
@@ -82,7 +84,7 @@ static void gram_panel4(size_t p, size_t ld, const double *restrict G, double *r
             c0 += y2 * x0; c1 += y2 * x1; c2 += y2 * x2;
             d0 += y3 * x0; d1 += y3 * x1; d2 += y3 * x2;
         }
-        double *Q0 = A + q * nc + p, *Q1 = Q0 + nc, *Q2 = Q1 + nc;
+        double *Q0 = out + 4 * (q - p), *Q1 = Q0 + 4, *Q2 = Q1 + 4;
         Q0[0] = VP_GRAM_HSUM(a0); Q1[0] = VP_GRAM_HSUM(a1); Q2[0] = VP_GRAM_HSUM(a2);
         Q0[1] = VP_GRAM_HSUM(b0); Q1[1] = VP_GRAM_HSUM(b1); Q2[1] = VP_GRAM_HSUM(b2);
         Q0[2] = VP_GRAM_HSUM(c0); Q1[2] = VP_GRAM_HSUM(c1); Q2[2] = VP_GRAM_HSUM(c2);
@@ -92,14 +94,15 @@ static void gram_panel4(size_t p, size_t ld, const double *restrict G, double *r
         const vp_gram_v4d *gq = (const vp_gram_v4d *)(G + q * ld);
         vp_gram_v4d a = {0}, b = {0}, c = {0}, d = {0};
         for (size_t i = 0; i < nv; i++) { a += r0[i] * gq[i]; b += r1[i] * gq[i]; c += r2[i] * gq[i]; d += r3[i] * gq[i]; }
-        double *Q = A + q * nc + p;
+        double *Q = out + 4 * (q - p);
         Q[0] = VP_GRAM_HSUM(a); Q[1] = VP_GRAM_HSUM(b); Q[2] = VP_GRAM_HSUM(c); Q[3] = VP_GRAM_HSUM(d);
     }
 }
 
-/* The last, partial column panel p..nc-1 (fewer than four columns), lower entries only. */
+/* The last, partial column panel p..nc-1 (fewer than four columns), lower entries only, laid
+ * out as gram_panel4's. */
 VP_CLONES
-static void gram_panel_tail(size_t p, size_t ld, const double *restrict G, double *restrict A, size_t nc)
+static void gram_panel_tail(size_t p, size_t ld, const double *restrict G, double *restrict out, size_t nc)
 {
     const size_t nv = ld / 4;
     for (size_t c = p; c < nc; c++) {
@@ -108,7 +111,7 @@ static void gram_panel_tail(size_t p, size_t ld, const double *restrict G, doubl
             const vp_gram_v4d *gq = (const vp_gram_v4d *)(G + q * ld);
             vp_gram_v4d a = {0};
             for (size_t i = 0; i < nv; i++) a += r[i] * gq[i];
-            A[q * nc + c] = VP_GRAM_HSUM(a);
+            out[4 * (q - p) + (c - p)] = VP_GRAM_HSUM(a);
         }
     }
 }
@@ -169,23 +172,31 @@ static void contact_column(size_t m, const double *restrict PS, const double xj[
 #define VP_CONTACT_CHUNK 512
 #define VP_CONTACT_BLOCK 256 /* vortons per block of vp_collide's contact scans */
 
-/* Work space of solve_contacts for chunks of up to n contacts, one allocation, 32-byte
- * aligned for the Gram matrix's vectors (G's columns have a stride of 3 nc rounded up to 4, and
- * so has T, the targets of every contact point in a row, padded with zeros).  dg: the Gram
- * matrix's diagonal; PT: cholesky_panel's work space; flags: the pipeline's counter of Gram
- * panels handed out (flags[0]) and one "done" flag a panel (flags[8 + p], a cache line away). */
-typedef struct { double *G, *A, *k, *astar, *PS, *T, *dg, *PT; long *flags; } contact_ws;
+/* Work space of solve_contacts for chunks of up to n contacts, one allocation, each array
+ * 32-byte aligned for the vectors: G (its columns have a stride of 3 nc rounded up to 4, and so
+ * has T, the targets of every contact point in a row, padded with zeros); Gp, the Gram matrix's
+ * column panels, each one's rows of four contiguous (gram_panel4); A, the Cholesky factor;
+ * dg, the Gram matrix's diagonal; PT, cholesky_panel's work space; flags, the pipeline's
+ * counter of Gram panels handed out (flags[0]) and one "done" flag a panel (flags[8 + p], a
+ * cache line away). */
+typedef struct { double *G, *Gp, *A, *k, *astar, *PS, *T, *dg, *PT; long *flags; } contact_ws;
 static double *contact_ws_alloc(size_t n, contact_ws *ws)
 {
-    const size_t doubles = n * (3 * n + 4) + n * n + n + 3 * n + 3 * n + (3 * n + 4) + n + 4 * n + (n / 4 + 10) + 8;
-    double *m = aligned_alloc(32, (doubles * sizeof(double) + 31) / 32 * 32);
+    const size_t len[10] = {n * (3 * n + 4), n * (n + 4), n * n, 3 * n + 4, n, 4 * n, 3 * n, 3 * n, n, n / 4 + 10};
+    size_t off[10], total = 0;
+    for (int a = 0; a < 10; a++) { off[a] = total; total += (len[a] + 3) & ~(size_t)3; }
+    double *m = aligned_alloc(32, total * sizeof(double));
     if (m) {
-        ws->G = m; ws->A = ws->G + n * (3 * n + 4); ws->T = ws->A + n * n; ws->k = ws->T + (3 * n + 4);
-        ws->PT = ws->k + n; ws->astar = ws->PT + 4 * n; ws->PS = ws->astar + 3 * n; ws->dg = ws->PS + 3 * n;
-        ws->flags = (long *)(ws->dg + n);
+        ws->G = m + off[0]; ws->Gp = m + off[1]; ws->A = m + off[2]; ws->T = m + off[3]; ws->k = m + off[4];
+        ws->PT = m + off[5]; ws->astar = m + off[6]; ws->PS = m + off[7]; ws->dg = m + off[8];
+        ws->flags = (long *)(m + off[9]);
     }
     return m;
 }
+
+/* Where column panel p (columns 4p .. 4p + 3) of an nc x nc Gram matrix starts in Gp: the
+ * panels before it hold 4 (nc - 4p') doubles each. */
+static inline size_t gram_panel_offset(size_t nc, size_t p) { return 4 * p * (nc - 2 * p + 2); }
 
 /* Two dot products of a column g of ld doubles (ld a multiple of 4, 32-byte aligned): *gt = g . t
  * and *gg = g . g, in four lanes summed as gram_panel4 sums (so *gg is the Gram matrix's
@@ -199,6 +210,49 @@ static void column_dots(size_t ld, const double *restrict g, const double *restr
     *gt = VP_GRAM_HSUM(a); *gg = VP_GRAM_HSUM(b);
 }
 
+/* A row's four entries in a Cholesky panel (cholesky_panel), after the earlier panels'
+ * updates: each column updated by the panel's earlier ones (the rows L1..L3 of the diagonal
+ * block) and scaled by its inverse pivot, in column order; written to out[0..3]. */
+static inline __attribute__((always_inline)) void panel_row_solve(const vp_gram_v4d *acc, const double inv[4], const double *L1,
+                                                                  const double *L2, const double *L3, double *out)
+{
+    double a0 = (*acc)[0], a1 = (*acc)[1], a2 = (*acc)[2], a3 = (*acc)[3];
+    a0 *= inv[0];
+    a1 -= a0 * L1[0];
+    a1 *= inv[1];
+    a2 -= a0 * L2[0];
+    a2 -= a1 * L2[1];
+    a2 *= inv[2];
+    a3 -= a0 * L3[0];
+    a3 -= a1 * L3[1];
+    a3 -= a2 * L3[2];
+    a3 *= inv[3];
+    out[0] = a0; out[1] = a1; out[2] = a2; out[3] = a3;
+}
+
+/* The earlier panels' updates of one row's four entries in columns j0..j0+3 (cholesky_panel):
+ * acc -= sum_c L[i][k0 + c] P_c for k0 = 0, 4, ..., j0 - 4 in that order, P: the transposed
+ * 4 x 4 blocks.  Two rows at a time share the loads of P and run two independent chains. */
+static inline __attribute__((always_inline)) void panel_update2(const double *Ai, const double *Bi, size_t j0,
+                                                                const vp_gram_v4d *P, vp_gram_v4d *acc, vp_gram_v4d *bcc)
+{
+    for (size_t k0 = 0; k0 < j0; k0 += 4) {
+        const double l0 = Ai[k0], l1 = Ai[k0 + 1], l2 = Ai[k0 + 2], l3 = Ai[k0 + 3];
+        const double m0 = Bi[k0], m1 = Bi[k0 + 1], m2 = Bi[k0 + 2], m3 = Bi[k0 + 3];
+        const vp_gram_v4d p0 = P[k0], p1 = P[k0 + 1], p2 = P[k0 + 2], p3 = P[k0 + 3];
+        *acc -= l0 * p0 + l1 * p1 + l2 * p2 + l3 * p3;
+        *bcc -= m0 * p0 + m1 * p1 + m2 * p2 + m3 * p3;
+    }
+}
+static inline __attribute__((always_inline)) void panel_update1(const double *Ai, size_t j0, const vp_gram_v4d *P,
+                                                                vp_gram_v4d *acc)
+{
+    for (size_t k0 = 0; k0 < j0; k0 += 4) {
+        const double l0 = Ai[k0], l1 = Ai[k0 + 1], l2 = Ai[k0 + 2], l3 = Ai[k0 + 3];
+        *acc -= l0 * P[k0] + l1 * P[k0 + 1] + l2 * P[k0 + 2] + l3 * P[k0 + 3];
+    }
+}
+
 /* One panel of the left-looking Cholesky factor of the row-major nc x nc matrix A (lower
  * triangle, L overwriting it): columns j0..je-1 of L (je = min(j0 + 4, nc)), rows >= j0.  The
  * Gram matrix's column panel has its diagonal ridged by lambda, then takes the earlier panels'
@@ -206,29 +260,49 @@ static void column_dots(size_t ld, const double *restrict g, const double *restr
  * order (q in the panel, up to i), and is factored column by column, each column updated by
  * the panel's earlier ones and scaled by its pivot, pivots floored at lambda.  It reads only
  * the earlier panels of L and this panel of A, so panel j0 can be factored while other threads
- * still compute the Gram matrix's later panels (solve_contacts).  The rows below the panel take
+ * still compute the Gram matrix's later panels (solve_contacts).  A full panel's rows take
  * their updates four columns at a time, from the 4 x 4 blocks L[j0..j0+3][k0..k0+3] transposed
- * into PT (4 j0 doubles, 32-byte aligned). */
+ * into PT (4 j0 doubles, 32-byte aligned); in its own four rows that updates the entries above
+ * the diagonal too, which are never read.  The rows below then take the panel's columns in one
+ * pass each (the same operations on each entry as a column-by-column sweep, which crossed
+ * every row four times). */
 VP_CLONES
-static void cholesky_panel(size_t nc, double *restrict A, size_t j0, double lambda, double *restrict PT)
+static void cholesky_panel(size_t nc, double *restrict A, const double *restrict Gp, size_t j0, double lambda,
+                           double *restrict PT)
 {
     const size_t jb = nc - j0 < 4 ? nc - j0 : 4, je = j0 + jb;
-    for (size_t j = j0; j < je; j++) A[j * nc + j] += lambda;
-    /* the panel's own rows (and every row of a partial last panel): entry by entry */
-    const size_t iv = jb == 4 ? je : nc; /* the rows from iv on go four columns at a time */
-    for (size_t i = j0; i < iv; i++) {
-        double *restrict Ai = A + i * nc;
-        const size_t qe = i + 1 < je ? i + 1 : je;
-        for (size_t q = j0; q < qe; q++) {
-            const double *restrict Aq = A + q * nc;
-            for (size_t k0 = 0; k0 < j0; k0 += 4)
-                Ai[q] -= Ai[k0] * Aq[k0] + Ai[k0 + 1] * Aq[k0 + 1] + Ai[k0 + 2] * Aq[k0 + 2] + Ai[k0 + 3] * Aq[k0 + 3];
+    const vp_gram_v4d *P = (const vp_gram_v4d *)PT;
+    if (jb < 4) { /* the partial last panel, entry by entry */
+        for (size_t i = j0; i < je; i++) {
+            double *restrict Ai = A + i * nc;
+            for (size_t q = j0; q <= i; q++) {
+                const double *restrict Aq = A + q * nc;
+                Ai[q] = Gp[4 * (i - j0) + (q - j0)];
+                if (q == i) Ai[q] += lambda;
+                for (size_t k0 = 0; k0 < j0; k0 += 4)
+                    Ai[q] -= Ai[k0] * Aq[k0] + Ai[k0 + 1] * Aq[k0 + 1] + Ai[k0 + 2] * Aq[k0 + 2] + Ai[k0 + 3] * Aq[k0 + 3];
+            }
+        }
+    } else {
+        for (size_t k0 = 0; k0 < j0; k0 += 4)
+            for (size_t c = 0; c < 4; c++)
+                for (size_t q = 0; q < 4; q++) PT[4 * k0 + 4 * c + q] = A[(j0 + q) * nc + k0 + c];
+        for (size_t i = j0; i < je; i += 2) {
+            double *restrict Ai = A + i * nc, *restrict Bi = Ai + nc;
+            vp_gram_v4d acc, bcc;
+            memcpy(&acc, Gp + 4 * (i - j0), sizeof acc);
+            memcpy(&bcc, Gp + 4 * (i + 1 - j0), sizeof bcc);
+            acc[i - j0] += lambda; /* the ridge on the diagonal, before the updates */
+            bcc[i + 1 - j0] += lambda;
+            panel_update2(Ai, Bi, j0, P, &acc, &bcc);
+            memcpy(Ai + j0, &acc, sizeof acc);
+            memcpy(Bi + j0, &bcc, sizeof bcc);
         }
     }
     /* the diagonal block factored */
     double inv[4];
     for (size_t j = j0; j < je; j++) {
-        for (size_t i = j; i < iv; i++) {
+        for (size_t i = j; i < je; i++) {
             double *Ai = A + i * nc;
             for (size_t c = j0; c < j; c++) Ai[j] -= Ai[c] * A[j * nc + c];
         }
@@ -236,38 +310,27 @@ static void cholesky_panel(size_t nc, double *restrict A, size_t j0, double lamb
         d = sqrt(d > lambda ? d : lambda);
         A[j * nc + j] = d;
         inv[j - j0] = 1.0 / d;
-        for (size_t i = j + 1; i < iv; i++) A[i * nc + j] *= inv[j - j0];
+        for (size_t i = j + 1; i < je; i++) A[i * nc + j] *= inv[j - j0];
     }
-    if (iv == nc) return;
-    /* the rows below, one pass each: the earlier panels' updates, then the panel's columns in
-     * order, each updated by the panel's earlier columns and scaled by its pivot (the same
-     * operations on each entry as a column-by-column sweep, which crossed every row four
-     * times) */
-    for (size_t k0 = 0; k0 < j0; k0 += 4)
-        for (size_t c = 0; c < 4; c++)
-            for (size_t q = 0; q < 4; q++) PT[4 * k0 + 4 * c + q] = A[(j0 + q) * nc + k0 + c];
-    const vp_gram_v4d *P = (const vp_gram_v4d *)PT;
+    if (je == nc) return;
+    /* the rows below (a full panel), one pass each */
     const double *L1 = A + (j0 + 1) * nc + j0, *L2 = A + (j0 + 2) * nc + j0, *L3 = A + (j0 + 3) * nc + j0;
-    for (size_t i = iv; i < nc; i++) {
+    size_t i = je;
+    for (; i + 2 <= nc; i += 2) {
+        double *restrict Ai = A + i * nc, *restrict Bi = Ai + nc;
+        vp_gram_v4d acc, bcc;
+        memcpy(&acc, Gp + 4 * (i - j0), sizeof acc);
+        memcpy(&bcc, Gp + 4 * (i + 1 - j0), sizeof bcc);
+        panel_update2(Ai, Bi, j0, P, &acc, &bcc);
+        panel_row_solve(&acc, inv, L1, L2, L3, Ai + j0);
+        panel_row_solve(&bcc, inv, L1, L2, L3, Bi + j0);
+    }
+    if (i < nc) {
         double *restrict Ai = A + i * nc;
         vp_gram_v4d acc;
-        memcpy(&acc, Ai + j0, sizeof acc);
-        for (size_t k0 = 0; k0 < j0; k0 += 4) {
-            const double l0 = Ai[k0], l1 = Ai[k0 + 1], l2 = Ai[k0 + 2], l3 = Ai[k0 + 3];
-            acc -= l0 * P[k0] + l1 * P[k0 + 1] + l2 * P[k0 + 2] + l3 * P[k0 + 3];
-        }
-        double a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-        a0 *= inv[0];
-        a1 -= a0 * L1[0];
-        a1 *= inv[1];
-        a2 -= a0 * L2[0];
-        a2 -= a1 * L2[1];
-        a2 *= inv[2];
-        a3 -= a0 * L3[0];
-        a3 -= a1 * L3[1];
-        a3 -= a2 * L3[2];
-        a3 *= inv[3];
-        Ai[j0] = a0; Ai[j0 + 1] = a1; Ai[j0 + 2] = a2; Ai[j0 + 3] = a3;
+        memcpy(&acc, Gp + 4 * (i - j0), sizeof acc);
+        panel_update1(Ai, j0, P, &acc);
+        panel_row_solve(&acc, inv, L1, L2, L3, Ai + j0);
     }
 }
 
@@ -284,7 +347,7 @@ static inline void vp_spin_pause(void)
  * outside any parallel region alone. */
 static void solve_contacts(const contact *c, size_t nc, double *a_out, const contact_ws *ws)
 {
-    double *G = ws->G, *A = ws->A, *k = ws->k, *astar = ws->astar, *PS = ws->PS, *T = ws->T, *dg = ws->dg;
+    double *G = ws->G, *Gp = ws->Gp, *A = ws->A, *k = ws->k, *astar = ws->astar, *PS = ws->PS, *T = ws->T, *dg = ws->dg;
     long *flags = ws->flags;
     const size_t ld = (3 * nc + 3) & ~(size_t)3; /* G's column stride */
     const long np = (long)(nc + 3) / 4;          /* column panels of four */
@@ -328,10 +391,28 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
         double trace = 0;
         for (size_t p = 0; p < nc; p++) trace += dg[p];
         const double lambda = 1e-3 * trace / (double)nc + 1e-300;
+        /* Thread 0 builds a Gram panel only while the others, building the rest, would take
+         * about as long as it takes to build that one and factor every panel left (it waits
+         * for the next panel anyway, so its own build may overlap theirs by one panel): a
+         * panel it builds late leaves it factoring after the others are done (hb0-hb9: 1-3 us
+         * of each state's ~10-50).  The estimates, in ns on this machine (Zen 4), are fitted to timings of
+         * both: a Gram panel ~0.46 nc (nc - 4p), a factor panel
+         * ~1.28 p (nc - 4p) + 1.2 (nc - 4p) + 222; suffix sums of both, gs and fs. */
+        double gs[VP_CONTACT_CHUNK / 4 + 1], fs[VP_CONTACT_CHUNK / 4 + 1];
+        int others = 1;
+#ifdef _OPENMP
+        others = omp_get_num_threads() - 1;
+#endif
+        gs[np] = fs[np] = 0;
+        for (long p = np - 1; p >= 0; p--) {
+            const double rows = (double)nc - 4.0 * (double)p;
+            gs[p] = gs[p + 1] + 0.46 * (double)nc * rows;
+            fs[p] = fs[p + 1] + 1.28 * (double)p * rows + 1.2 * rows + 222.0;
+        }
         long fp = 0; /* the next panel to factor */
         while (fp < np) {
             if (__atomic_load_n(&flags[8 + fp], __ATOMIC_ACQUIRE)) {
-                cholesky_panel(nc, A, 4 * (size_t)fp, lambda, ws->PT);
+                cholesky_panel(nc, A, Gp + gram_panel_offset(nc, (size_t)fp), 4 * (size_t)fp, lambda, ws->PT);
                 const size_t ie = 4 * (size_t)fp + 4 < nc ? 4 * (size_t)fp + 4 : nc;
                 for (size_t i = 4 * (size_t)fp; i < ie; i++) { /* L y = rhs: the panel's rows */
                     double sum = 0;
@@ -342,10 +423,15 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
                 fp++;
                 continue;
             }
-            const long t = __atomic_fetch_add(&flags[0], 1, __ATOMIC_RELAXED);
+            long t = __atomic_load_n(&flags[0], __ATOMIC_RELAXED);
+            if (t < np && others > 0) {
+                const double c = gs[t] - gs[t + 1];
+                if ((fs[fp] + c) * others > gs[t]) t = np; /* leave it to the others */
+            }
+            if (t < np) t = __atomic_fetch_add(&flags[0], 1, __ATOMIC_RELAXED);
             if (t < np) {
-                if (4 * (size_t)t + 4 <= nc) gram_panel4(4 * (size_t)t, ld, G, A, nc);
-                else gram_panel_tail(4 * (size_t)t, ld, G, A, nc);
+                if (4 * (size_t)t + 4 <= nc) gram_panel4(4 * (size_t)t, ld, G, Gp + gram_panel_offset(nc, (size_t)t), nc);
+                else gram_panel_tail(4 * (size_t)t, ld, G, Gp + gram_panel_offset(nc, (size_t)t), nc);
                 __atomic_store_n(&flags[8 + t], 1, __ATOMIC_RELEASE);
             } else {
                 while (!__atomic_load_n(&flags[8 + fp], __ATOMIC_ACQUIRE)) vp_spin_pause();
@@ -365,8 +451,8 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
         for (;;) {
             const long t = __atomic_fetch_add(&flags[0], 1, __ATOMIC_RELAXED);
             if (t >= np) break;
-            if (4 * (size_t)t + 4 <= nc) gram_panel4(4 * (size_t)t, ld, G, A, nc);
-            else gram_panel_tail(4 * (size_t)t, ld, G, A, nc);
+            if (4 * (size_t)t + 4 <= nc) gram_panel4(4 * (size_t)t, ld, G, Gp + gram_panel_offset(nc, (size_t)t), nc);
+            else gram_panel_tail(4 * (size_t)t, ld, G, Gp + gram_panel_offset(nc, (size_t)t), nc);
             __atomic_store_n(&flags[8 + t], 1, __ATOMIC_RELEASE);
         }
     }
