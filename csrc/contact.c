@@ -334,14 +334,6 @@ static void cholesky_panel(size_t nc, double *restrict A, const double *restrict
     }
 }
 
-/* A spinning thread's hint to the core (x86 PAUSE), while it waits on another's flag. */
-static inline void vp_spin_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
 /* The shares for contacts c[0..nc) (nc <= VP_CONTACT_CHUNK), a_out[3 j ..] = k_j a_j*.  Called
  * by every thread of the enclosing team (its loops are the team's worksharing loops), or
  * outside any parallel region alone. */

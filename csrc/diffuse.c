@@ -472,6 +472,93 @@ static int pse_task_cmp(const void *a, const void *b)
     return (x->task > y->task) - (x->task < y->task);
 }
 
+/* The pair loop's forward rows (dy, dz) of a row of cells (diffuse_pass) and its tasks' blocks
+ * of PSE_YB rows. */
+enum { PSE_YB = 4 };
+static const int pse_fwd[13][2] = {{0, 0}, {1, 0}, {2, 0}, {-2, 1}, {-1, 1}, {0, 1}, {1, 1}, {2, 1},
+                                   {-2, 2}, {-1, 2}, {0, 2}, {1, 2}, {2, 2}};
+
+/* The pair loop's tasks (diffuse_pass): for each of the 6 colours, the blocks of rows that
+ * hold vortons, tl = tasks + colour * ntask_max, tcount[colour] of them, longest first by the
+ * estimate sum over their rows of (own vortons) x (batch size); *maxc: the largest batch. */
+static void pse_tasks_list(const int nc[3], const size_t *start, int nyb, long ntask_max, pse_task *tasks,
+                           long tcount[6], size_t *maxc_out)
+{
+    size_t maxc = 0;
+    for (int cz = 0; cz < nc[2]; cz++)
+        for (int cy = 0; cy < nc[1]; cy++) {
+            size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
+            if (start[r0 + nc[0]] == start[r0]) continue;
+            size_t m = 0;
+            for (int f = 0; f < 13; f++) {
+                int ky = cy + pse_fwd[f][0], kz = cz + pse_fwd[f][1];
+                if (kz >= nc[2] || ky < 0 || ky >= nc[1]) continue;
+                size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
+                m += start[row + nc[0]] - start[row];
+            }
+            if (m > maxc) maxc = m;
+            /* this row's block: colour (cz mod 3, block mod 2), task (cz / 3, block / 2) */
+            const int yb = cy / PSE_YB, col = (cz % 3) + 3 * (yb % 2);
+            const long ny = (nyb - yb % 2 + 1) / 2, task = (long)(cz / 3) * ny + yb / 2;
+            pse_task *tl = tasks + (size_t)col * (size_t)ntask_max;
+            if (tcount[col] == 0 || tl[tcount[col] - 1].task != task) tl[tcount[col]++] = (pse_task){task, 0};
+            tl[tcount[col] - 1].cost += (double)(start[r0 + nc[0]] - start[r0]) * (double)m;
+        }
+    for (int col = 0; col < 6; col++)
+        qsort(tasks + (size_t)col * (size_t)ntask_max, (size_t)tcount[col], sizeof(pse_task), pse_task_cmp);
+    *maxc_out = maxc;
+}
+
+/* Vortons [i0, i1): volume V, PSE spacing e = width V^(1/3) and temperature T; the largest
+ * spacing into *emax and whether any density differs from the ambient into *any_heat.  The
+ * cube root is taken once per run of equal radii (most sets have a single radius, and cbrt was
+ * most of this loop): the same values however the vortons are split. */
+static void pse_setup(long i0, long i1, const double *restrict r, const double *restrict d, double rho0, double width,
+                      double *restrict V, double *restrict e, double *restrict T, double *emax, int *any_heat)
+{
+    double rl = NAN, Vl = 0, el = 0, em = *emax;
+    int ah = *any_heat;
+    for (long i = i0; i < i1; i++) {
+        if (!(r[i] == rl)) { rl = r[i]; Vl = vp_volume(rl); el = width * cbrt(Vl); }
+        V[i] = Vl;
+        e[i] = el;
+        if (el > em) em = el;
+        T[i] = vp_temperature_from_density(rho0, d[i]);
+        ah |= d[i] != 0.0;
+    }
+    *emax = em; *any_heat = ah;
+}
+
+/* The box of the vortons' positions inside the robust limits (diffuse_pass's loop body). */
+#define PSE_BOX(i)                                                                                        \
+    do {                                                                                                  \
+        const double cx = x[3 * (i)], cy = x[3 * (i) + 1], cz = x[3 * (i) + 2];                          \
+        if (cx >= lim_lo[0] && cx <= lim_hi[0]) { lo0 = cx < lo0 ? cx : lo0; hi0 = cx > hi0 ? cx : hi0; } \
+        if (cy >= lim_lo[1] && cy <= lim_hi[1]) { lo1 = cy < lo1 ? cy : lo1; hi1 = cy > hi1 ? cy : hi1; } \
+        if (cz >= lim_lo[2] && cz <= lim_hi[2]) { lo2 = cz < lo2 ? cz : lo2; hi2 = cz > hi2 ? cz : hi2; } \
+    } while (0)
+
+/* The sorted arrays (pse_sorted) of sorted vortons [q0, q1), and their sums zeroed. */
+static void pse_fill(const pse_sorted *S, long q0, long q1, const double *restrict e, const double *restrict nui,
+                     const double *restrict V, const double *restrict w, const double *restrict T)
+{
+    const size_t n = S->n;
+    const size_t *order = S->order;
+    const double *xs = S->xs, *lo = S->lo;
+    float *restrict RF = S->RF;
+    double *restrict Vs = S->V, *restrict OC = S->OC;
+    vp_v4d *restrict W4 = S->W4, *restrict O4 = S->O4;
+    for (long qq = q0; qq < q1; qq++) {
+        const size_t q = (size_t)qq, i = order[q];
+        RF[q] = (float)(xs[3 * i] - lo[0]); RF[n + q] = (float)(xs[3 * i + 1] - lo[1]);
+        RF[2 * n + q] = (float)(xs[3 * i + 2] - lo[2]); RF[3 * n + q] = (float)e[i];
+        RF[4 * n + q] = 0.5f * (float)nui[i]; RF[5 * n + q] = (float)V[i];
+        Vs[q] = V[i]; OC[q] = 0;
+        const vp_v4d w4 = {w[3 * i], w[3 * i + 1], w[3 * i + 2], S->heat ? T[i] : 1.0}, z = {0, 0, 0, 0};
+        W4[q] = w4; O4[q] = z;
+    }
+}
+
 /* One explicit PSE exchange of length dt (the eddy viscosity's cap uses the step's dt). */
 static int diffuse_pass(vp_sim *s, double dt)
 {
@@ -499,40 +586,45 @@ static int diffuse_pass(vp_sim *s, double dt)
     double *e = sc, *V = sc + n, *T = sc + 2 * n, *nui = sc + 3 * n;
     double emax = 0, lo0 = INFINITY, lo1 = INFINITY, lo2 = INFINITY, hi0 = -INFINITY, hi1 = -INFINITY, hi2 = -INFINITY;
     double lim_lo[3], lim_hi[3]; /* outliers go to the edge cells: they sit far from all */
-    vp_robust_limits(s, 0, lim_lo, lim_hi);
     int any_heat = 0, threads = vp_threads(s);
-    /* min and max are exact, so the box does not depend on the thread count.  The cube root
-     * is taken once per run of equal radii (rl, Vl, el: each thread's last; most sets have a
-     * single radius, and cbrt was most of this loop): the same values at any thread count. */
-    double rl = NAN, Vl = 0, el = 0;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > PSE_PARALLEL_MIN) firstprivate(rl, Vl, el) \
-    reduction(max : emax, hi0, hi1, hi2) reduction(min : lo0, lo1, lo2) reduction(| : any_heat)
-    for (long ii = 0; ii < (long)n; ii++) {
-        const size_t i = (size_t)ii;
-        if (!(r[i] == rl)) { rl = r[i]; Vl = vp_volume(rl); el = width * cbrt(Vl); }
-        V[i] = Vl;
-        e[i] = el;
-        if (e[i] > emax) emax = e[i];
-        T[i] = vp_temperature_from_density(rho0, d[i]);
-        any_heat |= d[i] != 0.0;
-        const double cx = x[3 * i], cy = x[3 * i + 1], cz = x[3 * i + 2];
-        if (cx >= lim_lo[0] && cx <= lim_hi[0]) { lo0 = cx < lo0 ? cx : lo0; hi0 = cx > hi0 ? cx : hi0; }
-        if (cy >= lim_lo[1] && cy <= lim_hi[1]) { lo1 = cy < lo1 ? cy : lo1; hi1 = cy > hi1 ? cy : hi1; }
-        if (cz >= lim_lo[2] && cz <= lim_hi[2]) { lo2 = cz < lo2 ? cz : lo2; hi2 = cz > hi2 ? cz : hi2; }
+    /* Per vorton: volume, spacing, temperature and viscosity (pse_setup, eddy_viscosity); the
+     * robust limits of the positions; then the box of the positions inside them.  With a team,
+     * thread 0 takes the limits' sample and selections while the others take the vortons in
+     * chunks (thread 0 joins them after): at ball_through_smoke's 512 vortons the limits
+     * (3.3 us) were serial, as long as the rest together.  min and max are exact, so the box
+     * does not depend on the thread count. */
+    const long sch = (long)n / (16 * threads) > 256 ? (long)n / (16 * threads) : 256, nsc = ((long)n + sch - 1) / sch;
+    if (threads > 1 && nsc > 1) {
+        long next = 0;
+#pragma omp parallel num_threads(threads) reduction(max : emax, hi0, hi1, hi2) reduction(min : lo0, lo1, lo2) \
+    reduction(| : any_heat)
+        {
+#ifdef _OPENMP
+            if (omp_get_thread_num() == 0)
+#endif
+                vp_robust_limits_serial(s, 0, lim_lo, lim_hi);
+            for (;;) {
+                long c;
+#pragma omp atomic capture
+                c = next++;
+                if (c >= nsc) break;
+                const long i0 = c * sch, i1 = vp_block_end(c, sch, (long)n);
+                pse_setup(i0, i1, r, d, rho0, width, V, e, T, &emax, &any_heat);
+                eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, i0, i1, nui);
+            }
+#pragma omp barrier
+#pragma omp for schedule(static)
+            for (long i = 0; i < (long)n; i++) PSE_BOX(i);
+        }
+    } else {
+        vp_robust_limits(s, 0, lim_lo, lim_hi);
+        pse_setup(0, (long)n, r, d, rho0, width, V, e, T, &emax, &any_heat);
+        eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, 0, (long)n, nui);
+        for (long i = 0; i < (long)n; i++) PSE_BOX(i);
     }
     double lo[3] = {lo0, lo1, lo2}, hi[3] = {hi0, hi1, hi2};
     for (int a = 0; a < 3; a++) if (!(lo[a] <= hi[a])) { lo[a] = 0; hi[a] = 0; }
     if (kappa <= 0) any_heat = 0;
-    /* per-vorton viscosity: molecular plus Smagorinsky's eddy viscosity */
-    {
-        /* an even share of the vortons a thread (blocks of 256 split unevenly at ~1e3) */
-#pragma omp parallel num_threads(threads)
-        {
-            long i0, i1;
-            vp_thread_share((long)n, &i0, &i1);
-            eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, i0, i1, nui);
-        }
-    }
     /* cell list with cells of half the cutoff distance, scanned +-2 cells: 5^3 half-size cells
      * hold 42% fewer candidate pairs than 3^3 full-size ones; bounded cell count.  Its axes
      * are the coordinate axes ordered by their number of cells (ties in x, y, z order): the
@@ -584,21 +676,6 @@ static int diffuse_pass(vp_sim *s, double dt)
         a = (a + 31) & ~(uintptr_t)31;
         S.W4 = (vp_v4d *)a; S.O4 = S.W4 + n;
     }
-    {
-        float *RF = S.RF;
-        double *Vs = S.V, *OC = S.OC;
-        vp_v4d *W4 = S.W4, *O4 = S.O4;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > PSE_PARALLEL_MIN)
-        for (long qq = 0; qq < (long)n; qq++) {
-            const size_t q = (size_t)qq, i = order[q];
-            RF[q] = (float)(xs[3 * i] - lo[0]); RF[n + q] = (float)(xs[3 * i + 1] - lo[1]);
-            RF[2 * n + q] = (float)(xs[3 * i + 2] - lo[2]); RF[3 * n + q] = (float)e[i];
-            RF[4 * n + q] = 0.5f * (float)nui[i]; RF[5 * n + q] = (float)V[i];
-            Vs[q] = V[i]; OC[q] = 0;
-            const vp_v4d w4 = {w[3 * i], w[3 * i + 1], w[3 * i + 2], any_heat ? T[i] : 1.0}, z = {0, 0, 0, 0};
-            W4[q] = w4; O4[q] = z;
-        }
-    }
     /* Each pair once.  A row of cells (fixed cy, cz) takes its pairs with itself and with its
      * 12 "forward" rows (dz = 0 and dy = 1..2, or dz = 1..2 and dy = -2..2): every pair of
      * rows within +-2 cells is then handled exactly once.  The 13 rows are copied into one
@@ -606,15 +683,12 @@ static int diffuse_pass(vp_sim *s, double dt)
      * those rows) are one contiguous range of it; in the own row, only vortons after the query
      * in sorted order count (the key mask), the others met it from their side.  Both sides'
      * sums go straight to the sorted sums (pse_sorted).  A task is a block of
-     * YB = 4 consecutive rows of a plane, taken in cy order so that consecutive batches share
-     * 12 of their 13 rows in cache; it writes to rows cy-2 .. cy+YB+1 of its plane and of the
+     * PSE_YB = 4 consecutive rows of a plane, taken in cy order so that consecutive batches share
+     * 12 of their 13 rows in cache; it writes to rows cy-2 .. cy+PSE_YB+1 of its plane and of the
      * next two, so the blocks are coloured by (cz mod 3, block mod 2) and the 6 colours run one
      * after another: every output is accumulated in a fixed order, and neither it nor the
      * blocks depend on the thread count, so neither does the result. */
-    enum { YB = 4 };
-    const int nyb = (nc[1] + YB - 1) / YB;
-    static const int fwd[13][2] = {{0, 0}, {1, 0}, {2, 0}, {-2, 1}, {-1, 1}, {0, 1}, {1, 1}, {2, 1},
-                                   {-2, 2}, {-1, 2}, {0, 2}, {1, 2}, {2, 2}}; /* (dy, dz) */
+    const int nyb = (nc[1] + PSE_YB - 1) / PSE_YB;
     /* The largest batch, and the tasks of each colour that have work, longest first by the
      * estimate sum over their rows of (own vortons) x (batch size): a plume fills a few of a
      * colour's blocks, and taken in index order one long task often came last, leaving the
@@ -625,29 +699,52 @@ static int diffuse_pass(vp_sim *s, double dt)
     pse_task *tasks = malloc(6 * (size_t)ntask_max * sizeof(pse_task));
     long tcount[6] = {0, 0, 0, 0, 0, 0};
     if (!tasks) { free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
-    for (int cz = 0; cz < nc[2]; cz++)
-        for (int cy = 0; cy < nc[1]; cy++) {
-            size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
-            if (start[r0 + nc[0]] == start[r0]) continue;
-            size_t m = 0;
-            for (int f = 0; f < 13; f++) {
-                int ky = cy + fwd[f][0], kz = cz + fwd[f][1];
-                if (kz >= nc[2] || ky < 0 || ky >= nc[1]) continue;
-                size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
-                m += start[row + nc[0]] - start[row];
+    /* The sorted arrays filled by the team in chunks while thread 0 lists the tasks (serial:
+     * 1.7 us of ball_through_smoke's 512 vortons, whose fill took 3.4 us on one thread alone
+     * and 6.9 on one of two, its arrays last written by both) */
+    const long fchunk = n / (8 * (size_t)threads) > 128 ? (long)(n / (8 * (size_t)threads)) : 128;
+    const long nfc = ((long)n + fchunk - 1) / fchunk;
+    if (threads > 1 && nfc > 1) {
+        long next = 0;
+#pragma omp parallel num_threads(threads)
+        {
+#ifdef _OPENMP
+            if (omp_get_thread_num() == 0)
+#endif
+                pse_tasks_list(nc, start, nyb, ntask_max, tasks, tcount, &maxc);
+            for (;;) {
+                long c;
+#pragma omp atomic capture
+                c = next++;
+                if (c >= nfc) break;
+                pse_fill(&S, c * fchunk, vp_block_end(c, fchunk, (long)n), e, nui, V, w, T);
             }
-            if (m > maxc) maxc = m;
-            /* this row's block: colour (cz mod 3, block mod 2), task (cz / 3, block / 2) */
-            const int yb = cy / YB, col = (cz % 3) + 3 * (yb % 2);
-            const long ny = (nyb - yb % 2 + 1) / 2, task = (long)(cz / 3) * ny + yb / 2;
-            pse_task *tl = tasks + (size_t)col * (size_t)ntask_max;
-            if (tcount[col] == 0 || tl[tcount[col] - 1].task != task) tl[tcount[col]++] = (pse_task){task, 0};
-            tl[tcount[col] - 1].cost += (double)(start[r0 + nc[0]] - start[r0]) * (double)m;
         }
-    for (int col = 0; col < 6; col++)
-        qsort(tasks + (size_t)col * (size_t)ntask_max, (size_t)tcount[col], sizeof(pse_task), pse_task_cmp);
+    } else {
+        pse_tasks_list(nc, start, nyb, ntask_max, tasks, tcount, &maxc);
+        pse_fill(&S, 0, (long)n, e, nui, V, w, T);
+    }
     int nomem = 0;
     const int avx512 = pse_cpu_avx512();
+    /* The tasks run in colour order without a barrier between colours: each thread takes the
+     * next task in that order and waits only for the tasks of earlier colours it conflicts
+     * with (writes to the same rows: planes within 2 and blocks within 1), by their flags in
+     * done (one a block of a plane; 1 for blocks without work).  Every output still takes its
+     * contributions in colour order, so the bits are the barriers' (at ball_through_smoke's
+     * ~7 tasks a colour, two threads waited at each barrier for a task-time and a half). */
+    long total = 0, next = 0;
+    for (int col = 0; col < 6; col++) total += tcount[col];
+    unsigned char *done = malloc((size_t)nc[2] * (size_t)nyb + 1);
+    if (!done) { free(tasks); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
+    memset(done, 1, (size_t)nc[2] * (size_t)nyb);
+    for (int col = 0; col < 6; col++) {
+        const int pz = col % 3, py = col / 3;
+        const long ny = (nyb - py + 1) / 2;
+        for (long t = 0; t < tcount[col]; t++) {
+            const pse_task *tk = tasks + (size_t)col * (size_t)ntask_max + t;
+            done[(size_t)(pz + 3 * (tk->task / ny)) * (size_t)nyb + (size_t)(py + 2 * (tk->task % ny))] = 0;
+        }
+    }
 #pragma omp parallel num_threads(threads) reduction(| : nomem)
     {
         const size_t fs = maxc + PSE_PAD; /* a float field's stride: the batch and its padding */
@@ -656,14 +753,22 @@ static int diffuse_pass(vp_sim *s, double dt)
         int32_t *pk = malloc((maxc + 2 * PSE_PAD) * sizeof(int32_t));
         uint8_t *flag = malloc(maxc + 2 * PSE_PAD);
         if (!bf || !xoff || !idx || !pk || !flag) nomem = 1;
-        for (int col = 0; col < 6; col++) {
+        for (;;) {
+            long g;
+#pragma omp atomic capture
+            g = next++;
+            if (g >= total) break;
+            int col = 0;
+            while (g >= tcount[col]) g -= tcount[col++];
             const int pz = col % 3, py = col / 3;
             const long ny = (nyb - py + 1) / 2;
-            const pse_task *tl = tasks + (size_t)col * (size_t)ntask_max;
-#pragma omp for schedule(dynamic, 1)
-            for (long t = 0; t < tcount[col]; t++)
-            for (int cz = pz + 3 * (int)(tl[t].task / ny), yb = py + 2 * (int)(tl[t].task % ny), cy = YB * yb;
-                 cy < YB * (yb + 1) && cy < nc[1]; cy++) {
+            const pse_task *tk = tasks + (size_t)col * (size_t)ntask_max + g;
+            const int cz = pz + 3 * (int)(tk->task / ny), yb = py + 2 * (int)(tk->task % ny);
+            for (int z = cz - 2; z <= cz + 2; z++) /* the conflicting tasks of earlier colours */
+                for (int y = yb - 1; y <= yb + 1; y++)
+                    if (z >= 0 && z < nc[2] && y >= 0 && y < nyb && (z % 3) + 3 * (y % 2) < col)
+                        while (!__atomic_load_n(&done[(size_t)z * (size_t)nyb + (size_t)y], __ATOMIC_ACQUIRE)) vp_spin_pause();
+            for (int cy = PSE_YB * yb; cy < PSE_YB * (yb + 1) && cy < nc[1]; cy++) {
                 size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
                 if (!bf || !xoff || !idx || !pk || !flag || start[r0 + nc[0]] == start[r0]) continue;
                 /* the forward rows that hold vortons, and the x cells the batch needs: those
@@ -672,7 +777,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                 size_t rows[13];
                 int nr = 0;
                 for (int f = 0; f < 13; f++) {
-                    int ky = cy + fwd[f][0], kz = cz + fwd[f][1];
+                    int ky = cy + pse_fwd[f][0], kz = cz + pse_fwd[f][1];
                     if (kz < nc[2] && ky >= 0 && ky < nc[1]) {
                         const size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
                         if (start[row + nc[0]] > start[row]) rows[nr++] = row;
@@ -727,10 +832,11 @@ static int diffuse_pass(vp_sim *s, double dt)
                 if (any_heat)
                     for (size_t k = 0; k < m; k++) S.OC[idx[k]] += ocf[k];
             } /* cy */
+            __atomic_store_n(&done[(size_t)cz * (size_t)nyb + (size_t)yb], 1, __ATOMIC_RELEASE);
         }
         free(bf); free(xoff); free(idx); free(pk); free(flag);
     }
-    free(tasks);
+    free(tasks); free(done);
     if (nomem || pse_guard(&bins, &S, dt * norm, (float)(cut * cut), threads)) {
         free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM;
     }

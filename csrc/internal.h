@@ -34,6 +34,14 @@ static inline void vp_thread_share(long n, long *i0, long *i1)
     *i0 = n * t / T; *i1 = n * (t + 1) / T;
 }
 
+/* A spinning thread's hint to the core (x86 PAUSE), while it waits on another's flag. */
+static inline void vp_spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 int vp_domain_update(vp_sim *s);                 /* physics.md 2.1 */
 int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int solver); /* 2.2 */
 int vp_poisson_velocity_grid(vp_sim *s);         /* 2.2 poisson (vortex-in-cell) */
@@ -48,6 +56,7 @@ int vp_auto_solver(size_t n, size_t nodes);      /* 2.2: the solver 'auto' picks
 int vp_advect_tracers(vp_sim *s, int *projected); /* 2.6 (and 2.7's tracer contact) */
 int vp_collide(vp_sim *s, int tracers);          /* 2.7; tracers: also project the tracers */
 void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]); /* 2.1 */
+void vp_robust_limits_serial(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]);
 void vp_bodies_buoyancy(vp_sim *s);              /* 2.8 */
 int vp_emit(vp_sim *s);                          /* 2.10 */
 int vp_expire(vp_sim *s);                        /* 2.10 lifetimes */

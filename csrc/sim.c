@@ -226,7 +226,10 @@ static void limits_from(const double q[6], double lim_lo[3], double lim_hi[3])
     }
 }
 
-void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3])
+/* The robust limits (physics.md 2.1) of the vortons' positions (and with_tracers the
+ * tracers'), on `threads` threads: per axis, the 0.5% and 99.5% quantiles of a sample widened
+ * by their distance on both sides (limits_from); infinite below 200 points. */
+static void robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3], int threads)
 {
     size_t nv = s->vortons.n, nt = with_tracers ? s->tracers.n : 0, n = nv + nt;
     for (int a = 0; a < 3; a++) { lim_lo[a] = -INFINITY; lim_hi[a] = INFINITY; }
@@ -245,7 +248,6 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
      * selections (3 axes, low and high) are shared by the threads: in hot_ball they were a
      * serial 0.05 ms a step. */
     double q[6];
-    const int threads = vp_threads(s);
     if (m >= 1024 && threads > 1) {
 #pragma omp parallel num_threads(threads)
         limits_sample_select(s, nv, n, m, step, klo, khi, buf, q);
@@ -255,6 +257,17 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
     }
     limits_from(q, lim_lo, lim_hi);
     free(buf);
+}
+
+void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3])
+{
+    robust_limits(s, with_tracers, lim_lo, lim_hi, vp_threads(s));
+}
+
+/* The same on the calling thread alone (inside a parallel region, beside other work). */
+void vp_robust_limits_serial(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3])
+{
+    robust_limits(s, with_tracers, lim_lo, lim_hi, 1);
 }
 
 /* The vectorised body of point_bounds over runs [r0, r1) of 12 doubles. */
