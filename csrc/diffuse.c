@@ -559,6 +559,18 @@ static void pse_fill(const pse_sorted *S, long q0, long q1, const double *restri
     }
 }
 
+/* The exchange of sorted vorton q, back in the vortons' order (each vorton once: no two
+ * threads share one): vorticity += f O4 (viscous), temperature += kdt O4's fourth lane
+ * (with heat, as density). */
+static inline void pse_exchange(const pse_sorted *S, long qq, double *restrict w, double *restrict d,
+                                const double *restrict T, double f, double kdt, double rho0, int viscous, int any_heat)
+{
+    const size_t q = (size_t)qq, i = S->order[q];
+    const vp_v4d o = S->O4[q];
+    if (viscous) { w[3 * i] += f * o[0]; w[3 * i + 1] += f * o[1]; w[3 * i + 2] += f * o[2]; }
+    if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + kdt * o[3]);
+}
+
 /* One explicit PSE exchange of length dt (the eddy viscosity's cap uses the step's dt). */
 static int diffuse_pass(vp_sim *s, double dt)
 {
@@ -699,60 +711,58 @@ static int diffuse_pass(vp_sim *s, double dt)
     pse_task *tasks = malloc(6 * (size_t)ntask_max * sizeof(pse_task));
     long tcount[6] = {0, 0, 0, 0, 0, 0};
     if (!tasks) { free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
-    /* The sorted arrays filled by the team in chunks while thread 0 lists the tasks (serial:
-     * 1.7 us of ball_through_smoke's 512 vortons, whose fill took 3.4 us on one thread alone
-     * and 6.9 on one of two, its arrays last written by both) */
-    const long fchunk = n / (8 * (size_t)threads) > 128 ? (long)(n / (8 * (size_t)threads)) : 128;
-    const long nfc = ((long)n + fchunk - 1) / fchunk;
-    if (threads > 1 && nfc > 1) {
-        long next = 0;
-#pragma omp parallel num_threads(threads)
-        {
-#ifdef _OPENMP
-            if (omp_get_thread_num() == 0)
-#endif
-                pse_tasks_list(nc, start, nyb, ntask_max, tasks, tcount, &maxc);
-            for (;;) {
-                long c;
-#pragma omp atomic capture
-                c = next++;
-                if (c >= nfc) break;
-                pse_fill(&S, c * fchunk, vp_block_end(c, fchunk, (long)n), e, nui, V, w, T);
-            }
-        }
-    } else {
-        pse_tasks_list(nc, start, nyb, ntask_max, tasks, tcount, &maxc);
-        pse_fill(&S, 0, (long)n, e, nui, V, w, T);
-    }
-    int nomem = 0;
-    const int avx512 = pse_cpu_avx512();
-    /* The tasks run in colour order without a barrier between colours: each thread takes the
+    /* One region: the sorted arrays filled by the team in chunks while thread 0 lists the
+     * tasks (serial: 1.7 us of ball_through_smoke's 512 vortons, whose fill took 3.4 us on one
+     * thread alone and 6.9 on one of two, its arrays last written by both), then the pairs.
+     * The tasks run in colour order without a barrier between colours: each thread takes the
      * next task in that order and waits only for the tasks of earlier colours it conflicts
      * with (writes to the same rows: planes within 2 and blocks within 1), by their flags in
      * done (one a block of a plane; 1 for blocks without work).  Every output still takes its
      * contributions in colour order, so the bits are the barriers' (at ball_through_smoke's
      * ~7 tasks a colour, two threads waited at each barrier for a task-time and a half). */
-    long total = 0, next = 0;
-    for (int col = 0; col < 6; col++) total += tcount[col];
+    const long fchunk = n / (8 * (size_t)threads) > 128 ? (long)(n / (8 * (size_t)threads)) : 128;
+    const long nfc = ((long)n + fchunk - 1) / fchunk;
+    int nomem = 0;
+    const int avx512 = pse_cpu_avx512();
+    long total = 0, next = 0, fnext = 0, nh = 0;
+    const double f = dt * norm;
     unsigned char *done = malloc((size_t)nc[2] * (size_t)nyb + 1);
     if (!done) { free(tasks); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
-    memset(done, 1, (size_t)nc[2] * (size_t)nyb);
-    for (int col = 0; col < 6; col++) {
-        const int pz = col % 3, py = col / 3;
-        const long ny = (nyb - py + 1) / 2;
-        for (long t = 0; t < tcount[col]; t++) {
-            const pse_task *tk = tasks + (size_t)col * (size_t)ntask_max + t;
-            done[(size_t)(pz + 3 * (tk->task / ny)) * (size_t)nyb + (size_t)(py + 2 * (tk->task % ny))] = 0;
-        }
-    }
-#pragma omp parallel num_threads(threads) reduction(| : nomem)
+#pragma omp parallel num_threads(threads)
     {
+#ifdef _OPENMP
+        if (omp_get_thread_num() == 0)
+#endif
+        {
+            pse_tasks_list(nc, start, nyb, ntask_max, tasks, tcount, &maxc);
+            memset(done, 1, (size_t)nc[2] * (size_t)nyb);
+            for (int col = 0; col < 6; col++) {
+                const int pz = col % 3, py = col / 3;
+                const long ny = (nyb - py + 1) / 2;
+                for (long t = 0; t < tcount[col]; t++) {
+                    const pse_task *tk = tasks + (size_t)col * (size_t)ntask_max + t;
+                    done[(size_t)(pz + 3 * (tk->task / ny)) * (size_t)nyb + (size_t)(py + 2 * (tk->task % ny))] = 0;
+                }
+                total += tcount[col];
+            }
+        }
+        for (;;) {
+            long c;
+#pragma omp atomic capture
+            c = fnext++;
+            if (c >= nfc) break;
+            pse_fill(&S, c * fchunk, vp_block_end(c, fchunk, (long)n), e, nui, V, w, T);
+        }
+#pragma omp barrier
         const size_t fs = maxc + PSE_PAD; /* a float field's stride: the batch and its padding */
         float *bf = malloc(10 * fs * sizeof(float)); /* 5 fields, the key, 2 weights, V, c */
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
         int32_t *pk = malloc((maxc + 2 * PSE_PAD) * sizeof(int32_t));
         uint8_t *flag = malloc(maxc + 2 * PSE_PAD);
-        if (!bf || !xoff || !idx || !pk || !flag) nomem = 1;
+        if (!bf || !xoff || !idx || !pk || !flag) {
+#pragma omp atomic write
+            nomem = 1;
+        }
         for (;;) {
             long g;
 #pragma omp atomic capture
@@ -835,21 +845,30 @@ static int diffuse_pass(vp_sim *s, double dt)
             __atomic_store_n(&done[(size_t)cz * (size_t)nyb + (size_t)yb], 1, __ATOMIC_RELEASE);
         }
         free(bf); free(xoff); free(idx); free(pk); free(flag);
+        /* The stability guard's count of bunched vortons (pse_guard) and, with none (nearly
+         * always), the exchange, in the same region (a region each, or serial below 4096
+         * and 512 vortons, they were 3 us of ball_through_smoke's 61 on two threads) */
+#pragma omp barrier
+        int failed;
+#pragma omp atomic read
+        failed = nomem;
+        if (!failed) {
+#pragma omp for schedule(static) reduction(+ : nh)
+            for (long q = 0; q < (long)n; q++) nh += f * pse_rate(&S, (size_t)q) > PSE_MAX_RATE;
+            if (nh == 0) {
+#pragma omp for schedule(static) nowait
+                for (long q = 0; q < (long)n; q++) pse_exchange(&S, q, w, d, T, f, kappa * dt * norm, rho0, viscous, any_heat);
+            }
+        }
     }
     free(tasks); free(done);
-    if (nomem || pse_guard(&bins, &S, dt * norm, (float)(cut * cut), threads)) {
+    if (nomem || (nh > 0 && pse_guard(&bins, &S, f, (float)(cut * cut), threads))) {
         free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM;
     }
     free(xperm);
-    /* the exchange, back in the vortons' order (each vorton once: no two threads share one) */
-    const double f = dt * norm;
+    if (nh > 0) /* the exchange after the guard's corrections */
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > PSE_PARALLEL_MIN)
-    for (long qq = 0; qq < (long)n; qq++) {
-        const size_t q = (size_t)qq, i = order[q];
-        const vp_v4d o = S.O4[q];
-        if (viscous) { w[3 * i] += f * o[0]; w[3 * i + 1] += f * o[1]; w[3 * i + 2] += f * o[2]; }
-        if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + kappa * dt * norm * o[3]);
-    }
+        for (long q = 0; q < (long)n; q++) pse_exchange(&S, q, w, d, T, f, kappa * dt * norm, rho0, viscous, any_heat);
     vp_bins_free(&bins);
     return VP_OK;
 }
