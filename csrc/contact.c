@@ -334,28 +334,36 @@ static void cholesky_panel(size_t nc, double *restrict A, const double *restrict
     }
 }
 
+/* Contact j of a chunk of nc (solve_contacts): its exact single-vorton strength a_j*, and its
+ * contact point and target in the arrays PS (SoA, so that a column of G[j][i], the velocity at
+ * P_i from a_j*, contiguous over i, is one vectorised loop) and T; j = 0 also pads T and
+ * clears the pipeline's flags (before a barrier). */
+static void contact_prep(const contact *cj, size_t j, size_t nc, const contact_ws *ws)
+{
+    const size_t ld = (3 * nc + 3) & ~(size_t)3;
+    double r[3] = {cj->P[0] - cj->xnew[0], cj->P[1] - cj->xnew[1], cj->P[2] - cj->xnew[2]};
+    vp_kernel_assign_by_velocity(r, cj->target, cj->s2, ws->astar + 3 * j);
+    ws->PS[j] = cj->P[0]; ws->PS[nc + j] = cj->P[1]; ws->PS[2 * nc + j] = cj->P[2];
+    for (int a = 0; a < 3; a++) ws->T[3 * j + a] = cj->target[a];
+    if (j == 0) {
+        for (size_t i = 3 * nc; i < ld; i++) ws->T[i] = 0.0;
+        for (size_t p = 0; p < (nc + 3) / 4 + 8; p++) ws->flags[p] = 0;
+    }
+}
+
 /* The shares for contacts c[0..nc) (nc <= VP_CONTACT_CHUNK), a_out[3 j ..] = k_j a_j*.  Called
  * by every thread of the enclosing team (its loops are the team's worksharing loops), or
- * outside any parallel region alone. */
-static void solve_contacts(const contact *c, size_t nc, double *a_out, const contact_ws *ws)
+ * outside any parallel region alone; `prepared`: contact_prep has run for every contact (in
+ * vp_collide's loop over the contacts, saving a loop and its barrier). */
+static void solve_contacts(const contact *c, size_t nc, double *a_out, const contact_ws *ws, int prepared)
 {
     double *G = ws->G, *Gp = ws->Gp, *A = ws->A, *k = ws->k, *astar = ws->astar, *PS = ws->PS, *T = ws->T, *dg = ws->dg;
     long *flags = ws->flags;
     const size_t ld = (3 * nc + 3) & ~(size_t)3; /* G's column stride */
     const long np = (long)(nc + 3) / 4;          /* column panels of four */
-    /* the exact single-vorton strengths, and the contact points as SoA so that a column of
-     * G[j][i] (velocity at P_i from a_j*, contiguous over i) is one vectorised loop */
+    if (!prepared) {
 #pragma omp for schedule(static)
-    for (long jj = 0; jj < (long)nc; jj++) {
-        size_t j = (size_t)jj;
-        double r[3] = {c[j].P[0] - c[j].xnew[0], c[j].P[1] - c[j].xnew[1], c[j].P[2] - c[j].xnew[2]};
-        vp_kernel_assign_by_velocity(r, c[j].target, c[j].s2, astar + 3 * j);
-        PS[j] = c[j].P[0]; PS[nc + j] = c[j].P[1]; PS[2 * nc + j] = c[j].P[2];
-        for (int a = 0; a < 3; a++) T[3 * j + a] = c[j].target[a];
-        if (j == 0) {
-            for (size_t i = 3 * nc; i < ld; i++) T[i] = 0.0;
-            for (long p = 0; p < np + 8; p++) flags[p] = 0; /* before the columns' barrier */
-        }
+        for (long j = 0; j < (long)nc; j++) contact_prep(&c[j], (size_t)j, nc, ws);
     }
     /* the columns; the right-hand side k_j = g_j . T and the Gram matrix's diagonal g_j . g_j
      * while column j is in cache */
@@ -608,11 +616,13 @@ int vp_collide(vp_sim *s, int tracers)
                     ambient_sum(nf, F, (float)(P[0] - Bc.position[0]), (float)(P[1] - Bc.position[1]),
                                 (float)(P[2] - Bc.position[2]), ug);
                     place_contact(&Bc, xi, rad[i], ug, &cs[q]);
+                    if (nc <= VP_CONTACT_CHUNK && wsm) contact_prep(&cs[q], (size_t)q, nc, &ws);
                 }
                 /* the shares, by the same team (solve_contacts) */
                 if (wsm && anew && hand) {
                     for (size_t c0 = 0; c0 < nc; c0 += VP_CONTACT_CHUNK)
-                        solve_contacts(cs + c0, nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK, anew + 3 * c0, &ws);
+                        solve_contacts(cs + c0, nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK, anew + 3 * c0, &ws,
+                                       nc <= VP_CONTACT_CHUNK);
                     /* every contact vorton reassigned (each contact is a different vorton) */
 #pragma omp for schedule(static)
                     for (long q = 0; q < (long)nc; q++)
