@@ -334,6 +334,14 @@ static void cholesky_panel(size_t nc, double *restrict A, const double *restrict
     }
 }
 
+/* Gram panel t of a chunk of nc contacts (columns 4t .. 4t + 3) into its place in Gp. */
+static void gram_panel_build(long t, size_t ld, const double *G, double *Gp, size_t nc)
+{
+    const size_t p = 4 * (size_t)t;
+    if (p + 4 <= nc) gram_panel4(p, ld, G, Gp + gram_panel_offset(nc, (size_t)t), nc);
+    else gram_panel_tail(p, ld, G, Gp + gram_panel_offset(nc, (size_t)t), nc);
+}
+
 /* Contact j of a chunk of nc (solve_contacts): its exact single-vorton strength a_j*, and its
  * contact point and target in the arrays PS (SoA, so that a column of G[j][i], the velocity at
  * P_i from a_j*, contiguous over i, is one vectorised loop) and T; j = 0 also pads T and
@@ -374,15 +382,16 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
         for (size_t i = 3 * nc; i < ld; i++) G[j * ld + i] = 0.0;
         column_dots(ld, G + j * ld, T, &k[j], &dg[j]);
     }
-    /* The normal equations A = G^T G (lower triangle) by column panels of four, and A's
-     * Cholesky factor, pipelined.  The panels are handed out in order (flags[0]); thread 0
-     * factors panel p (cholesky_panel: left-looking, it needs only panel p of A and the earlier
-     * panels of L) as soon as its flag says it is built, and builds panels itself while the next
-     * is not.  The factorisation is ~20% of the work (~7 us of ~40 at ~55 contacts, ~120 of
-     * ~600 at 200); done after the Gram matrix by one thread, it kept two threads 1.36-1.61x
-     * faster than one on the whole contact phase.  Each entry of A and L is computed by one
-     * fixed sequence of operations, whichever thread runs it: the same bits at any thread
-     * count. */
+    /* The normal equations A = G^T G by column panels of four (Gp), and A's Cholesky factor
+     * L (in A's lower triangle), pipelined.  The panels are handed out in order (flags[0]);
+     * thread 0 factors panel p (cholesky_panel: left-looking, it needs only panel p of the Gram
+     * matrix and the earlier panels of L) as soon as its flag says it is built, with the
+     * forward solve L y = rhs of its rows, and builds panels itself while the next is not
+     * built and it can afford to.  The factorisation is ~20-30% of the work (~6 us of ~17 at
+     * ~55 contacts, ~60 of ~260 at 150); done after the Gram matrix by one thread, it kept two
+     * threads 1.36-1.61x faster than one on the whole contact phase.  Each entry of the Gram
+     * matrix and of L is computed by one fixed sequence of operations, whichever thread runs
+     * it: the same bits at any thread count. */
     int me = 0;
 #ifdef _OPENMP
     me = omp_get_thread_num();
@@ -394,10 +403,10 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
         /* Thread 0 builds a Gram panel only while the others, building the rest, would take
          * about as long as it takes to build that one and factor every panel left (it waits
          * for the next panel anyway, so its own build may overlap theirs by one panel): a
-         * panel it builds late leaves it factoring after the others are done (hb0-hb9: 1-3 us
-         * of each state's ~10-50).  The estimates, in ns on this machine (Zen 4), are fitted to timings of
-         * both: a Gram panel ~0.46 nc (nc - 4p), a factor panel
-         * ~1.28 p (nc - 4p) + 1.2 (nc - 4p) + 222; suffix sums of both, gs and fs. */
+         * panel it builds late leaves it factoring after the others are done (hot_ball's
+         * states: 1-3 us of each one's ~10-50).  The estimates, in ns on this machine (Zen 4),
+         * are fitted to timings: a Gram panel ~0.46 nc (nc - 4p), a factor panel
+         * ~1.28 p (nc - 4p) + 1.2 (nc - 4p) + 222; gs and fs: their suffix sums. */
         double gs[VP_CONTACT_CHUNK / 4 + 1], fs[VP_CONTACT_CHUNK / 4 + 1];
         int others = 1;
 #ifdef _OPENMP
@@ -430,8 +439,7 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
             }
             if (t < np) t = __atomic_fetch_add(&flags[0], 1, __ATOMIC_RELAXED);
             if (t < np) {
-                if (4 * (size_t)t + 4 <= nc) gram_panel4(4 * (size_t)t, ld, G, Gp + gram_panel_offset(nc, (size_t)t), nc);
-                else gram_panel_tail(4 * (size_t)t, ld, G, Gp + gram_panel_offset(nc, (size_t)t), nc);
+                gram_panel_build(t, ld, G, Gp, nc);
                 __atomic_store_n(&flags[8 + t], 1, __ATOMIC_RELEASE);
             } else {
                 while (!__atomic_load_n(&flags[8 + fp], __ATOMIC_ACQUIRE)) vp_spin_pause();
@@ -451,8 +459,7 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
         for (;;) {
             const long t = __atomic_fetch_add(&flags[0], 1, __ATOMIC_RELAXED);
             if (t >= np) break;
-            if (4 * (size_t)t + 4 <= nc) gram_panel4(4 * (size_t)t, ld, G, Gp + gram_panel_offset(nc, (size_t)t), nc);
-            else gram_panel_tail(4 * (size_t)t, ld, G, Gp + gram_panel_offset(nc, (size_t)t), nc);
+            gram_panel_build(t, ld, G, Gp, nc);
             __atomic_store_n(&flags[8 + t], 1, __ATOMIC_RELEASE);
         }
     }

@@ -77,8 +77,8 @@ static inline float vp_exp2_negf(float x)
  * batch and its sums back afterwards cost more than this indirection: diffusion 1.045x
  * faster over the scenes' states at 1 thread without the copies). */
 enum { PSE_PAD = 16 };            /* the candidate loop's widest vector, in floats (a power of 2) */
-/* diffuse_pass's per-vorton loops run in parallel above this many vortons (below, a
- * parallel region costs more than it saves) */
+/* diffuse_pass's exchange after the guard's corrections runs in parallel above this many
+ * vortons (below, a parallel region of its own costs more than it saves) */
 #define PSE_PARALLEL_MIN 512
 enum { PSE_NS = 13 }; /* diffuse_pass's sorted arrays (pse_sorted): doubles per vorton */
 
@@ -697,9 +697,10 @@ static int diffuse_pass(vp_sim *s, double dt)
      * sums go straight to the sorted sums (pse_sorted).  A task is a block of
      * PSE_YB = 4 consecutive rows of a plane, taken in cy order so that consecutive batches share
      * 12 of their 13 rows in cache; it writes to rows cy-2 .. cy+PSE_YB+1 of its plane and of the
-     * next two, so the blocks are coloured by (cz mod 3, block mod 2) and the 6 colours run one
-     * after another: every output is accumulated in a fixed order, and neither it nor the
-     * blocks depend on the thread count, so neither does the result. */
+     * next two, so the blocks are coloured by (cz mod 3, block mod 2) and a block runs only
+     * after the blocks of earlier colours whose rows it shares (below): every output is
+     * accumulated in colour order, and neither it nor the blocks depend on the thread count,
+     * so neither does the result. */
     const int nyb = (nc[1] + PSE_YB - 1) / PSE_YB;
     /* The largest batch, and the tasks of each colour that have work, longest first by the
      * estimate sum over their rows of (own vortons) x (batch size): a plume fills a few of a
@@ -866,9 +867,10 @@ static int diffuse_pass(vp_sim *s, double dt)
         free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM;
     }
     free(xperm);
-    if (nh > 0) /* the exchange after the guard's corrections */
+    if (nh > 0) { /* the exchange after the guard's corrections */
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > PSE_PARALLEL_MIN)
         for (long q = 0; q < (long)n; q++) pse_exchange(&S, q, w, d, T, f, kappa * dt * norm, rho0, viscous, any_heat);
+    }
     vp_bins_free(&bins);
     return VP_OK;
 }
