@@ -630,8 +630,9 @@ int vp_collide(vp_sim *s, int tracers)
                     for (size_t c0 = 0; c0 < nc; c0 += VP_CONTACT_CHUNK)
                         solve_contacts(cs + c0, nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK, anew + 3 * c0, &ws,
                                        nc <= VP_CONTACT_CHUNK);
-                    /* every contact vorton reassigned (each contact is a different vorton) */
-#pragma omp for schedule(static)
+                    /* every contact vorton reassigned (each contact is a different vorton; the
+                     * region's end is the barrier) */
+#pragma omp for schedule(static) nowait
                     for (long q = 0; q < (long)nc; q++)
                         reassign_contact(&Bc, &cs[q], anew + 3 * q, bl, rho0, dt, s->params.fluid_heat_capacity, x, w,
                                          den, rad, hand + 13 * q);
