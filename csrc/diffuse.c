@@ -350,19 +350,11 @@ static int guard_pairs(const vp_bins *bins, const pse_sorted *S, const double *c
     return 0;
 }
 
-static int pse_guard(const vp_bins *bins, const pse_sorted *S, double f, float cut2, int threads)
+/* The guard's corrections (above), given nh, the count of bunched vortons (c_i > PSE_MAX_RATE:
+ * diffuse_pass counts them in its pair loop's region). */
+static int pse_guard(const vp_bins *bins, const pse_sorted *S, double f, float cut2, int threads, size_t nh)
 {
     const size_t n = S->n;
-    /* the count of bunched vortons, on the threads: a serial pass over the output records
-     * was ~2% of diffusion at 1e5 vortons (nearly always none: a lattice) */
-    long nh_l = 0;
-    if (n > 4096 && threads > 1) {
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : nh_l)
-        for (long q = 0; q < (long)n; q++) nh_l += f * pse_rate(S, (size_t)q) > PSE_MAX_RATE;
-    } else { /* here, not in a region of one thread (see vp_diffuse) */
-        for (size_t q = 0; q < n; q++) nh_l += f * pse_rate(S, q) > PSE_MAX_RATE;
-    }
-    size_t nh = (size_t)nh_l;
     if (nh == 0) return VP_OK;
     /* the rate sums before any correction (every scale uses the uncorrected c), the bunched
      * vortons in sorted order, and their corrected pairs' count each */
@@ -863,7 +855,7 @@ static int diffuse_pass(vp_sim *s, double dt)
         }
     }
     free(tasks); free(done);
-    if (nomem || (nh > 0 && pse_guard(&bins, &S, f, (float)(cut * cut), threads))) {
+    if (nomem || (nh > 0 && pse_guard(&bins, &S, f, (float)(cut * cut), threads, (size_t)nh))) {
         free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM;
     }
     free(xperm);
