@@ -442,7 +442,7 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
                 gram_panel_build(t, ld, G, Gp, nc);
                 __atomic_store_n(&flags[8 + t], 1, __ATOMIC_RELEASE);
             } else {
-                while (!__atomic_load_n(&flags[8 + fp], __ATOMIC_ACQUIRE)) vp_spin_pause();
+                vp_wait_flag_long(&flags[8 + fp]);
             }
         }
         for (size_t i = nc; i-- > 0;) { /* L^T k = y, by columns of L^T (rows of L) */

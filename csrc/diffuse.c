@@ -770,7 +770,7 @@ static int diffuse_pass(vp_sim *s, double dt)
             for (int z = cz - 2; z <= cz + 2; z++) /* the conflicting tasks of earlier colours */
                 for (int y = yb - 1; y <= yb + 1; y++)
                     if (z >= 0 && z < nc[2] && y >= 0 && y < nyb && (z % 3) + 3 * (y % 2) < col)
-                        while (!__atomic_load_n(&done[(size_t)z * (size_t)nyb + (size_t)y], __ATOMIC_ACQUIRE)) vp_spin_pause();
+                        vp_wait_flag_u8(&done[(size_t)z * (size_t)nyb + (size_t)y]);
             for (int cy = PSE_YB * yb; cy < PSE_YB * (yb + 1) && cy < nc[1]; cy++) {
                 size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
                 if (!bf || !xoff || !idx || !pk || !flag || start[r0 + nc[0]] == start[r0]) continue;
