@@ -49,15 +49,15 @@ static inline void vp_spin_pause(void)
 }
 static inline void vp_wait_flag_long(const long *flag)
 {
-    for (int k = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE); k++) {
-        if (k < VP_SPIN_PAUSES) vp_spin_pause();
+    for (int k = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE);) {
+        if (k < VP_SPIN_PAUSES) { vp_spin_pause(); k++; }
         else sched_yield();
     }
 }
 static inline void vp_wait_flag_u8(const unsigned char *flag)
 {
-    for (int k = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE); k++) {
-        if (k < VP_SPIN_PAUSES) vp_spin_pause();
+    for (int k = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE);) {
+        if (k < VP_SPIN_PAUSES) { vp_spin_pause(); k++; }
         else sched_yield();
     }
 }
