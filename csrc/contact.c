@@ -361,18 +361,15 @@ static void contact_prep(const contact *cj, size_t j, size_t nc, const contact_w
 
 /* The shares for contacts c[0..nc) (nc <= VP_CONTACT_CHUNK), a_out[3 j ..] = k_j a_j*.  Called
  * by every thread of the enclosing team (its loops are the team's worksharing loops), or
- * outside any parallel region alone; `prepared`: contact_prep has run for every contact (in
- * vp_collide's loop over the contacts, saving a loop and its barrier). */
-static void solve_contacts(const contact *c, size_t nc, double *a_out, const contact_ws *ws, int prepared)
+ * outside any parallel region alone. */
+static void solve_contacts(const contact *c, size_t nc, double *a_out, const contact_ws *ws)
 {
     double *G = ws->G, *Gp = ws->Gp, *A = ws->A, *k = ws->k, *astar = ws->astar, *PS = ws->PS, *T = ws->T, *dg = ws->dg;
     long *flags = ws->flags;
     const size_t ld = (3 * nc + 3) & ~(size_t)3; /* G's column stride */
     const long np = (long)(nc + 3) / 4;          /* column panels of four */
-    if (!prepared) {
 #pragma omp for schedule(static)
-        for (long j = 0; j < (long)nc; j++) contact_prep(&c[j], (size_t)j, nc, ws);
-    }
+    for (long j = 0; j < (long)nc; j++) contact_prep(&c[j], (size_t)j, nc, ws);
     /* the columns; the right-hand side k_j = g_j . T and the Gram matrix's diagonal g_j . g_j
      * while column j is in cache */
 #pragma omp for schedule(static)
@@ -623,13 +620,11 @@ int vp_collide(vp_sim *s, int tracers)
                     ambient_sum(nf, F, (float)(P[0] - Bc.position[0]), (float)(P[1] - Bc.position[1]),
                                 (float)(P[2] - Bc.position[2]), ug);
                     place_contact(&Bc, xi, rad[i], ug, &cs[q]);
-                    if (nc <= VP_CONTACT_CHUNK && wsm) contact_prep(&cs[q], (size_t)q, nc, &ws);
                 }
                 /* the shares, by the same team (solve_contacts) */
                 if (wsm && anew && hand) {
                     for (size_t c0 = 0; c0 < nc; c0 += VP_CONTACT_CHUNK)
-                        solve_contacts(cs + c0, nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK, anew + 3 * c0, &ws,
-                                       nc <= VP_CONTACT_CHUNK);
+                        solve_contacts(cs + c0, nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK, anew + 3 * c0, &ws);
                     /* every contact vorton reassigned (each contact is a different vorton; the
                      * region's end is the barrier) */
 #pragma omp for schedule(static) nowait
