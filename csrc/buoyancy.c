@@ -43,11 +43,7 @@ int vp_splat_density_stretch(vp_sim *s, int stretch)
                 if (omp_get_thread_num() == 0)
 #endif
                     vp_grid_splat_many(&s->grid, s->grid_density, 1, v->n, x, m, work, 1);
-                for (;;) {
-                    long b;
-#pragma omp atomic capture
-                    b = next++;
-                    if (b >= nb) break;
+                for (long b; (b = vp_claim(&next)) < nb;) {
                     vp_stretch_range(s, b * STRETCH_BLOCK, vp_block_end(b, STRETCH_BLOCK, n));
                 }
             }

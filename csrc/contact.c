@@ -434,12 +434,12 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
                 const double c = gs[t] - gs[t + 1];
                 if ((fs[fp] + c) * others > gs[t]) t = np; /* leave it to the others */
             }
-            if (t < np) t = __atomic_fetch_add(&flags[0], 1, __ATOMIC_RELAXED);
+            if (t < np) t = vp_claim(&flags[0]);
             if (t < np) {
                 gram_panel_build(t, ld, G, Gp, nc);
                 __atomic_store_n(&flags[8 + t], 1, __ATOMIC_RELEASE);
             } else {
-                vp_wait_flag_long(&flags[8 + fp]);
+                vp_wait_flag(&flags[8 + fp]);
             }
         }
         for (size_t i = nc; i-- > 0;) { /* L^T k = y, by columns of L^T (rows of L) */
@@ -454,7 +454,7 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
         }
     } else {
         for (;;) {
-            const long t = __atomic_fetch_add(&flags[0], 1, __ATOMIC_RELAXED);
+            const long t = vp_claim(&flags[0]);
             if (t >= np) break;
             gram_panel_build(t, ld, G, Gp, nc);
             __atomic_store_n(&flags[8 + t], 1, __ATOMIC_RELEASE);

@@ -607,11 +607,7 @@ static int diffuse_pass(vp_sim *s, double dt)
             if (omp_get_thread_num() == 0)
 #endif
                 vp_robust_limits_serial(s, 0, lim_lo, lim_hi);
-            for (;;) {
-                long c;
-#pragma omp atomic capture
-                c = next++;
-                if (c >= nsc) break;
+            for (long c; (c = vp_claim(&next)) < nsc;) {
                 const long i0 = c * sch, i1 = vp_block_end(c, sch, (long)n);
                 pse_setup(i0, i1, r, d, rho0, width, V, e, T, &emax, &any_heat);
                 eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, i0, i1, nui);
@@ -719,7 +715,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     const int avx512 = pse_cpu_avx512();
     long total = 0, next = 0, fnext = 0, nh = 0;
     const double f = dt * norm;
-    unsigned char *done = malloc((size_t)nc[2] * (size_t)nyb + 1);
+    long *done = malloc(((size_t)nc[2] * (size_t)nyb + 1) * sizeof(long));
     if (!done) { free(tasks); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
 #pragma omp parallel num_threads(threads)
     {
@@ -728,7 +724,7 @@ static int diffuse_pass(vp_sim *s, double dt)
 #endif
         {
             pse_tasks_list(nc, start, nyb, ntask_max, tasks, tcount, &maxc);
-            memset(done, 1, (size_t)nc[2] * (size_t)nyb);
+            for (size_t b = 0; b < (size_t)nc[2] * (size_t)nyb; b++) done[b] = 1;
             for (int col = 0; col < 6; col++) {
                 const int pz = col % 3, py = col / 3;
                 const long ny = (nyb - py + 1) / 2;
@@ -739,11 +735,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                 total += tcount[col];
             }
         }
-        for (;;) {
-            long c;
-#pragma omp atomic capture
-            c = fnext++;
-            if (c >= nfc) break;
+        for (long c; (c = vp_claim(&fnext)) < nfc;) {
             pse_fill(&S, c * fchunk, vp_block_end(c, fchunk, (long)n), e, nui, V, w, T);
         }
 #pragma omp barrier
@@ -756,11 +748,7 @@ static int diffuse_pass(vp_sim *s, double dt)
 #pragma omp atomic write
             nomem = 1;
         }
-        for (;;) {
-            long g;
-#pragma omp atomic capture
-            g = next++;
-            if (g >= total) break;
+        for (long g; (g = vp_claim(&next)) < total;) {
             int col = 0;
             while (g >= tcount[col]) g -= tcount[col++];
             const int pz = col % 3, py = col / 3;
@@ -770,7 +758,7 @@ static int diffuse_pass(vp_sim *s, double dt)
             for (int z = cz - 2; z <= cz + 2; z++) /* the conflicting tasks of earlier colours */
                 for (int y = yb - 1; y <= yb + 1; y++)
                     if (z >= 0 && z < nc[2] && y >= 0 && y < nyb && (z % 3) + 3 * (y % 2) < col)
-                        vp_wait_flag_u8(&done[(size_t)z * (size_t)nyb + (size_t)y]);
+                        vp_wait_flag(&done[(size_t)z * (size_t)nyb + (size_t)y]);
             for (int cy = PSE_YB * yb; cy < PSE_YB * (yb + 1) && cy < nc[1]; cy++) {
                 size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
                 if (!bf || !xoff || !idx || !pk || !flag || start[r0 + nc[0]] == start[r0]) continue;

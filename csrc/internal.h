@@ -47,20 +47,17 @@ static inline void vp_spin_pause(void)
     __builtin_ia32_pause();
 #endif
 }
-static inline void vp_wait_flag_long(const long *flag)
+static inline void vp_wait_flag(const long *flag)
 {
     for (int k = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE);) {
         if (k < VP_SPIN_PAUSES) { vp_spin_pause(); k++; }
         else sched_yield();
     }
 }
-static inline void vp_wait_flag_u8(const unsigned char *flag)
-{
-    for (int k = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE);) {
-        if (k < VP_SPIN_PAUSES) { vp_spin_pause(); k++; }
-        else sched_yield();
-    }
-}
+
+/* The next of a shared counter's items for the calling thread (the loops whose threads
+ * claim chunks or tasks as they come: `for (long c; (c = vp_claim(&next)) < n;)`). */
+static inline long vp_claim(long *next) { return __atomic_fetch_add(next, 1, __ATOMIC_RELAXED); }
 
 int vp_domain_update(vp_sim *s);                 /* physics.md 2.1 */
 int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int solver); /* 2.2 */

@@ -441,11 +441,7 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
         if (pre && me == 0) tree_st = tree_build_now(s);
         box12 own[2];
         box12_init(&own[0]); box12_init(&own[1]);
-        for (;;) {
-            long c;
-#pragma omp atomic capture
-            c = next++;
-            if (c >= nch) break;
+        for (long c; (c = vp_claim(&next)) < nch;) {
             const int set = c >= nch0;
             const long r0 = (set ? c - nch0 : c) * CHUNK, r1 = r0 + CHUNK < runs[set] ? r0 + CHUNK : runs[set];
             bounds_runs(xs[set], r0, r1, L, H, own[set].mn, own[set].mx, own[set].bad);
@@ -1167,11 +1163,7 @@ static int diffuse_advect_overlapped(vp_sim *s, int with_contact, double tm[3], 
             s->serial = 0;
             tm[0] = b - a; tm[1] = c - b; tm[2] = vp_now_ms() - c;
         }
-        for (;;) {
-            long b;
-#pragma omp atomic capture
-            b = next++;
-            if (b >= P.nb) break;
+        for (long b; (b = vp_claim(&next)) < P.nb;) {
             cells_pass_block(&P, b);
         }
     }
