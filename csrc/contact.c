@@ -405,7 +405,7 @@ static void solve_contacts(const contact *c, size_t nc, double *a_out, const con
          * are fitted to timings: a Gram panel ~0.46 nc (nc - 4p), a factor panel
          * ~1.28 p (nc - 4p) + 1.2 (nc - 4p) + 222; gs and fs: their suffix sums. */
         double gs[VP_CONTACT_CHUNK / 4 + 1], fs[VP_CONTACT_CHUNK / 4 + 1];
-        int others = 1;
+        int others = 0; /* the threads besides this one that build panels */
 #ifdef _OPENMP
         others = omp_get_num_threads() - 1;
 #endif

@@ -373,6 +373,7 @@ static int pse_guard(const vp_bins *bins, const pse_sorted *S, double f, float c
     enum { GUARD_MAX_THREADS = 64 };
     int nt = threads < 1 ? 1 : (threads > GUARD_MAX_THREADS ? GUARD_MAX_THREADS : threads);
     if (nh < 16) nt = 1;
+    (void)nt; /* (only the pragma reads it: unused in a build without OpenMP) */
     guard_pair *bufs[GUARD_MAX_THREADS] = {0};
     size_t shares[GUARD_MAX_THREADS + 1];
     int fail = 0, used = 1;

@@ -255,7 +255,16 @@ typedef struct {
 
 /* The threads a phase's parallel regions use: params.threads, or 1 while the phase runs on
  * one thread beside others (sim.c's overlap; params.threads itself is left as the user set it). */
-static inline int vp_threads(const vp_sim *s) { return s->serial ? 1 : s->params.threads; }
+static inline int vp_threads(const vp_sim *s)
+{
+#ifdef _OPENMP
+    return s->serial ? 1 : s->params.threads;
+#else
+    (void)s; /* built without OpenMP: every phase runs on the calling thread, whatever the
+              * sim's `threads` (code that splits work by this count must not expect a team) */
+    return 1;
+#endif
+}
 
 vp_sim *vp_sim_create(const vp_params *p);
 void vp_sim_free(vp_sim *s);
