@@ -509,30 +509,42 @@ static inline void strength_of(const double *w, const double *rad, size_t i, dou
 #define POISSON_SPLAT_PARALLEL_MIN 512
 #define POISSON_SUM_BLOCK 4096
 
-/* Splat the strengths of the n vortons into field (zeroed); out[i] = 1 for a vorton the
- * grid does not hold (0 otherwise), am[i] = |a_i| for the others.  In parallel and bitwise
- * the same as the serial order: first every vorton's cell, fractions and strength (a pass
- * over vortons, which also counts each z plane's parts), then each thread splats into the z
- * planes it owns the parts of every vorton that fall there, in index order, so that each
- * node's sum is taken in the same order as the serial loop's, for any thread count.  The
- * threads own runs of planes with even shares of the parts (even shares of the planes left
- * one thread 72-91% of the parts in hot_ball's rising plume; the split does not change the
- * sums).  ws: 8n doubles of the sim's scratch (kept between steps: 1e6 vortons' 48 MB of
- * fractions and strengths came fresh from mmap every step, its page faults serialising the
- * threads). */
+/* Splat the strengths of the n vortons into field (zeroed here), then the forward pass's
+ * first stage (plane_forward) on every plane; out[i] = 1 for a vorton the grid does not hold
+ * (0 otherwise), am[i] = |a_i| for the others.  In parallel and bitwise the same as the serial
+ * order: first every vorton's cell, fractions and strength (a pass over vortons, which also
+ * counts each z plane's parts), then each thread zeroes the z planes it owns and splats into
+ * them the parts of every vorton that fall there, in index order, so that each node's sum is
+ * taken in the same order as the serial loop's, for any thread count.  The threads own runs
+ * of planes with even shares of the parts (even shares of the planes left one thread 72-91%
+ * of the parts in hot_ball's rising plume; the split does not change the sums).  Each thread
+ * then transforms its own planes, which are in its cache, and then takes the planes another
+ * thread has not reached once that thread's splat is done (a plane's transform is the same
+ * whichever thread takes it).  (As a separate pass with the planes handed out as they came,
+ * half of each thread's planes were read from the other core's cache: the pass did 1.26x the
+ * one-thread work on two threads in hot_ball.)  ws: 8n doubles of the sim's scratch (kept
+ * between steps: 1e6 vortons' 48 MB of fractions and strengths came fresh from mmap every
+ * step, its page faults serialising the threads).  Nonzero when out of memory. */
 #define SPLAT_MAX_THREADS 64
-static void splat_parallel(const vp_grid *g, double *field, size_t n, const double *x, const double *w,
-                           const double *rad, unsigned char *out, double *am, double *ws, int threads)
+static int splat_forward(struct vp_poisson *p, const vp_grid *g, double *field, size_t n, const double *x,
+                         const double *w, const double *rad, unsigned char *out, double *am, double *ws, int threads)
 {
     double *fa = ws;                     /* f (3) and a (3) per vorton */
     size_t *base = (size_t *)(ws + 6 * n);
     int *k0 = (int *)(ws + 7 * n);       /* 4 bytes each in 8 n bytes */
     const int nz = g->n[2];
+    const size_t plane = 3 * (size_t)g->n[0] * (size_t)g->n[1]; /* doubles per z plane */
     if (threads > SPLAT_MAX_THREADS) threads = SPLAT_MAX_THREADS;
     /* each thread's count of parts per plane (a row per thread), for the shares' planes zs */
     size_t *cnt = calloc((size_t)threads * (size_t)(nz + 1), sizeof(size_t));
     int zs[SPLAT_MAX_THREADS + 1];
-#pragma omp parallel num_threads(threads)
+    /* per share: [0] the next of its (plane, component) transforms to claim, [1] its splat
+     * done; a cache line each */
+    long ctl[SPLAT_MAX_THREADS][8] __attribute__((aligned(64)));
+    memset(ctl, 0, sizeof ctl);
+    const size_t nb = line_buffer_floats(p);
+    int fail = 0;
+#pragma omp parallel num_threads(threads) reduction(| : fail)
     {
         int t = 0, nt = 1;
 #ifdef _OPENMP
@@ -567,13 +579,31 @@ static void splat_parallel(const vp_grid *g, double *field, size_t n, const doub
             }
         }
         const int z0 = zs[t], z1 = zs[t + 1]; /* planes [z0, z1) */
+        memset(field + plane * (size_t)z0, 0, plane * (size_t)(z1 - z0) * sizeof(double));
         for (size_t i = 0; i < n; i++) {
             const int k = k0[i], c0 = k >= z0 ? 0 : 1, c1 = k + 1 < z1 ? 1 : 0;
             if (k + 1 < z0 || k >= z1 || c0 > c1) continue;
             splat_planes(g, field, base[i], fa + 6 * i, fa + 6 * i + 3, c0, c1);
         }
+        __atomic_store_n(&ctl[t][1], 1, __ATOMIC_RELEASE);
+        float *buf = line_buffer(nb);
+        if (!buf) fail = 1;
+        for (int v = 0; v < nt && buf; v++) { /* own share first, then the others' */
+            const int u = (t + v) % nt;
+            const long tasks = 3L * (zs[u + 1] - zs[u]);
+            if (v) {
+                if (__atomic_load_n(&ctl[u][0], __ATOMIC_RELAXED) >= tasks) continue;
+                vp_wait_flag(&ctl[u][1]);
+            }
+            for (long q; (q = vp_claim(&ctl[u][0])) < tasks;) {
+                const int k = zs[u] + (int)(q / 3), c = (int)(q % 3);
+                fail |= plane_forward(p, field, g->n, c, k, p->work[c], buf);
+            }
+        }
+        free(buf);
     }
     free(cnt);
+    return fail ? VP_ERR_NOMEM : VP_OK;
 }
 
 /* Physics.md 2.2, `poisson`: grid velocity u = curl A, lap A = -w with free-space boundary
@@ -586,12 +616,29 @@ int vp_poisson_velocity_grid(vp_sim *s)
     const size_t nn = vp_grid_count(g), n = s->vortons.n;
     double *vel = s->grid_velocity;
     const int team = vp_threads(s), threads = team > 0 ? team : 1;
-    memset(vel, 0, 3 * nn * sizeof(double));
     s->interactions = 0;
-    if (n == 0) return VP_OK;
+    if (n == 0) { memset(vel, 0, 3 * nn * sizeof(double)); return VP_OK; }
 
     const double *x = s->vortons.position->data, *w = s->vortons.vorticity->data, *rad = s->vortons.radius->data;
     const double h = g->h;
+    /* the padded lattice, from the grid alone: the cached one serves any grid it pads to at
+     * least 2n per axis (the sum stays exact), unless it is much larger than needed:
+     * hysteresis against rebuilding the kernel transform every time the domain grows or
+     * shrinks by a node */
+    int N[3];
+    for (int a = 0; a < 3; a++) N[a] = 2 * smooth_size(g->n[a]);
+    struct vp_poisson *p = s->poisson;
+    int reuse = p != NULL;
+    for (int a = 0; a < 3 && reuse; a++)
+        reuse = p->N[a] >= 2 * g->n[a] && p->N[a] <= N[a] + N[a] / 4;
+    if (reuse) {
+        for (int a = 0; a < 3; a++) N[a] = p->N[a];
+    } else {
+        vp_poisson_free(p);
+        s->poisson = p = poisson_create(N);
+        if (!p) return VP_ERR_NOMEM;
+    }
+    p->in_scale = 1.0 / (h * h * h);
     /* splat strengths (into the velocity array, which the solve then overwrites); list the
      * vortons the grid does not hold; the |a|-weighted mean square radius */
     size_t n_out = 0;
@@ -603,7 +650,10 @@ int vp_poisson_velocity_grid(vp_sim *s)
     if (par && !wk) return VP_ERR_NOMEM;
     double *am = par ? wk + 8 * n : NULL;
     unsigned char *outside = par ? (unsigned char *)(wk + 9 * n) : NULL;
-    if (par) splat_parallel(g, vel, n, x, w, rad, outside, am, wk, threads);
+    /* (the parallel splat also takes the forward pass's first stage, plane_forward) */
+    int st = par ? splat_forward(p, g, vel, n, x, w, rad, outside, am, wk, threads) : VP_OK;
+    if (st) return st;
+    if (!par) memset(vel, 0, 3 * nn * sizeof(double));
     /* the sums in blocks of POISSON_SUM_BLOCK vortons, added in block order: the same
      * rounding on both paths, and the parallel one sums its blocks in parallel (a serial
      * pass over 1e5 vortons, its sum spilled to the stack, was 0.3 ms a step) */
@@ -613,7 +663,7 @@ int vp_poisson_velocity_grid(vp_sim *s)
         size_t *bo = malloc(nb * sizeof(size_t));
         int nomem = !bs || !bo;
         if (!nomem) {
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static) if (nb > 1)
             for (long b = 0; b < (long)nb; b++) {
                 const size_t i0 = (size_t)b * POISSON_SUM_BLOCK, i1 = i0 + POISSON_SUM_BLOCK < n ? i0 + POISSON_SUM_BLOCK : n;
                 double ws = 0.0, ss = 0.0;
@@ -660,7 +710,6 @@ int vp_poisson_velocity_grid(vp_sim *s)
         }
     }
 
-    int st = VP_OK;
     if (n_out < n) {
         /* kernel core in cells, rounded to 1/16 octave for the cache */
         double s2 = wsum > 0 ? s2sum / wsum : 0.0;
@@ -669,22 +718,6 @@ int vp_poisson_velocity_grid(vp_sim *s)
         if (r < SIGMA_MIN_CELLS) r = SIGMA_MIN_CELLS;
         r = exp2(round(log2(r) * RATIO_STEPS_PER_OCTAVE) / RATIO_STEPS_PER_OCTAVE);
 
-        int N[3];
-        for (int a = 0; a < 3; a++) N[a] = 2 * smooth_size(g->n[a]);
-        struct vp_poisson *p = s->poisson;
-        /* the cached lattice serves any grid it pads to at least 2n per axis (the sum stays
-         * exact), unless it is much larger than needed: hysteresis against rebuilding the
-         * kernel transform every time the domain grows or shrinks by a node */
-        int reuse = p != NULL;
-        for (int a = 0; a < 3 && reuse; a++)
-            reuse = p->N[a] >= 2 * g->n[a] && p->N[a] <= N[a] + N[a] / 4;
-        if (reuse) {
-            for (int a = 0; a < 3; a++) N[a] = p->N[a];
-        } else {
-            vp_poisson_free(p);
-            s->poisson = p = poisson_create(N);
-            if (!p) { free(out_idx); return VP_ERR_NOMEM; }
-        }
         if (!p->valid || p->ratio != r) {
             p->valid = 0;
             p->ratio = r;
@@ -693,9 +726,8 @@ int vp_poisson_velocity_grid(vp_sim *s)
         /* u^ = Omega^ x i K / (h^2 Ntot): the kernel transform for spacing h is h^-2 times
          * the h = 1 one; 1/Ntot normalises the inverse transform.  The forward pass carries
          * Omega / h^3 (in_scale), so the factor here is h^3 times that: h / Ntot. */
-        p->in_scale = 1.0 / (h * h * h);
         const double f = h / ((double)N[0] * (double)N[1] * (double)N[2]);
-        if ((st = planes_pass(p, vel, g->n, 1, threads)) || (st = rows_convolve(p, g->n, f, threads)) ||
+        if ((!par && (st = planes_pass(p, vel, g->n, 1, threads))) || (st = rows_convolve(p, g->n, f, threads)) ||
             (st = planes_pass(p, vel, g->n, 0, threads))) {
             free(out_idx);
             return st;
