@@ -270,12 +270,10 @@ static int plane_inverse(struct vp_poisson *p, double *dst, const int n[3], int 
     return 0;
 }
 
-/* Parallel loop over the 3 n2 (component, plane) pairs of stage A (fwd) or C (!fwd), by
- * component and then plane: tasks that run together work on neighbouring planes of one
- * component.  (Taken plane by plane, the three components of a plane ran together, and stage
- * C's writes of the x, y and z values interleaved in one field put both threads on the same
- * cache lines: on small lattices 2 threads were slower than 1.) */
-static int planes_pass(struct vp_poisson *p, double *field, const int n[3], int fwd, int threads)
+/* Stage A: a parallel loop over the 3 n2 (component, plane) pairs, by component and then
+ * plane, so that tasks that run together work on neighbouring planes of one component (the
+ * serial splat's path; the parallel splat takes this stage itself, splat_forward). */
+static int forward_pass(struct vp_poisson *p, const double *field, const int n[3], int threads)
 {
     int fail = 0;
     const long tasks = 3L * n[2];
@@ -285,23 +283,11 @@ static int planes_pass(struct vp_poisson *p, double *field, const int n[3], int 
     {
         float *buf = line_buffer(nb);
         if (!buf) fail = 1;
-        if (fwd) {
 #pragma omp for schedule(dynamic)
-            for (long t = 0; t < tasks; t++) {
-                if (!buf) continue;
-                int c = (int)(t / n[2]), k = (int)(t % n[2]);
-                fail |= plane_forward(p, field, n, c, k, p->work[c], buf);
-            }
-        } else {
-            /* stage C: a task is a plane with its three components, so that each cache line
-             * of the interleaved field is written by one thread only (by component, the lines
-             * moved between the cores' caches from one component to the next: the pass ran
-             * 1.4x on two threads in hot_ball, the forward one 2x) */
-#pragma omp for schedule(dynamic)
-            for (long k = 0; k < (long)n[2]; k++) {
-                if (!buf) continue;
-                for (int c = 0; c < 3; c++) fail |= plane_inverse(p, field, n, c, (int)k, buf);
-            }
+        for (long t = 0; t < tasks; t++) {
+            if (!buf) continue;
+            int c = (int)(t / n[2]), k = (int)(t % n[2]);
+            fail |= plane_forward(p, field, n, c, k, p->work[c], buf);
         }
         free(buf);
     }
@@ -421,11 +407,16 @@ static int convolve_row(struct vp_poisson *p, const int n[3], float f, int j, fl
     return 0;
 }
 
-/* Stage B over every y-row of the lattice; rows are independent and cost the same, so each
- * thread takes one contiguous run of them (a row's values in a plane are M0 complex values,
- * not a whole number of cache lines: neighbouring rows on two threads shared a cache line in
- * every plane, which made 2 threads slower than 1 on small lattices). */
-static int rows_convolve(struct vp_poisson *p, const int n[3], float f, int threads)
+/* Stages B and C in one parallel region.  Stage B over every y-row of the lattice; rows are
+ * independent and cost the same, so each thread takes one contiguous run of them (a row's
+ * values in a plane are M0 complex values, not a whole number of cache lines: neighbouring
+ * rows on two threads shared a cache line in every plane, which made 2 threads slower than 1
+ * on small lattices).  Then stage C, a task a z-plane with its three components, so that each
+ * cache line of the interleaved field is written by one thread only (by component, the lines
+ * moved between the cores' caches from one component to the next: the pass ran 1.4x on two
+ * threads in hot_ball, the forward one 2x), and the planes in contiguous runs by the same
+ * static schedule as vp_grid_jacobian's, which reads the field next. */
+static int convolve_inverse(struct vp_poisson *p, double *field, const int n[3], float f, int threads)
 {
     const size_t nb = line_buffer_floats(p);
     const long N1 = p->N[1];
@@ -437,7 +428,10 @@ static int rows_convolve(struct vp_poisson *p, const int n[3], float f, int thre
         if (!buf) fail = 1;
 #pragma omp for schedule(static)
         for (long j = 0; j < N1; j++)
-            if (buf && !fail) fail |= convolve_row(p, n, f, (int)j, buf);
+            if (buf) fail |= convolve_row(p, n, f, (int)j, buf);
+#pragma omp for schedule(static)
+        for (long k = 0; k < (long)n[2]; k++)
+            for (int c = 0; c < 3 && buf; c++) fail |= plane_inverse(p, field, n, c, (int)k, buf);
         free(buf);
     }
     return fail ? VP_ERR_NOMEM : VP_OK;
@@ -727,8 +721,7 @@ int vp_poisson_velocity_grid(vp_sim *s)
          * the h = 1 one; 1/Ntot normalises the inverse transform.  The forward pass carries
          * Omega / h^3 (in_scale), so the factor here is h^3 times that: h / Ntot. */
         const double f = h / ((double)N[0] * (double)N[1] * (double)N[2]);
-        if ((!par && (st = planes_pass(p, vel, g->n, 1, threads))) || (st = rows_convolve(p, g->n, f, threads)) ||
-            (st = planes_pass(p, vel, g->n, 0, threads))) {
+        if ((!par && (st = forward_pass(p, vel, g->n, threads))) || (st = convolve_inverse(p, vel, g->n, f, threads))) {
             free(out_idx);
             return st;
         }
