@@ -570,6 +570,50 @@ static inline void pse_exchange(const pse_sorted *S, long qq, double *restrict w
     if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + kdt * o[3]);
 }
 
+/* The diffusion's cell list of the n positions x over the box lo..hi (turned in place to the
+ * list's axes), with cells of `cell` (half the cutoff distance), scanned +-2 cells: 5^3
+ * half-size cells hold 42% fewer candidate pairs than 3^3 full-size ones; bounded cell count.
+ * Its axes are the coordinate axes ordered by their number of cells (ties in x, y, z order):
+ * the pair loop's rows run along the axis with the fewest cells and the planes, which set the
+ * number of parallel tasks, across the one with the most.  (ball_through_smoke's vortons span
+ * about 20 x 4 x 4 cells: rows along x gave 4 tasks in 3 colours, rows along y give about 20;
+ * its diffusion phase is 1.09-1.10x faster at 2 threads.)  The order of the axes changes only
+ * the rounding of the float32 squared distances (the pair weights stay symmetric, so the
+ * exchanges are still conserved); sets whose cell counts tie, such as cubic lattices, keep
+ * x, y, z.  *xperm: the positions along the list's axes when they are not x's (else NULL;
+ * the caller frees it).  Nonzero when out of memory (nothing left allocated). */
+static int pse_cell_list(size_t n, const double *x, double lo[3], double hi[3], double cell, int threads,
+                         double **xperm, vp_bins *bins)
+{
+    int perm[3] = {0, 1, 2};
+    {
+        int m[3];
+        for (int a = 0; a < 3; a++) m[a] = vp_cell_count(hi[a] - lo[a], cell); /* as vp_bins_build counts */
+        for (int a = 1; a < 3; a++) /* insertion sort by cell count, stable */
+            for (int b = a; b > 0 && m[perm[b]] < m[perm[b - 1]]; b--) { int t = perm[b]; perm[b] = perm[b - 1]; perm[b - 1] = t; }
+    }
+    const int permuted = perm[0] != 0 || perm[1] != 1;
+    *xperm = permuted ? malloc(3 * n * sizeof(double)) : NULL;
+    if (permuted && !*xperm) return VP_ERR_NOMEM;
+    if (permuted)
+        for (size_t i = 0; i < n; i++)
+            for (int a = 0; a < 3; a++) (*xperm)[3 * i + a] = x[3 * i + perm[a]];
+    {
+        double t0[3] = {lo[perm[0]], lo[perm[1]], lo[perm[2]]}, t1[3] = {hi[perm[0]], hi[perm[1]], hi[perm[2]]};
+        for (int a = 0; a < 3; a++) { lo[a] = t0[a]; hi[a] = t1[a]; }
+    }
+    if (vp_bins_build(bins, n, permuted ? *xperm : x, lo, hi, cell, 4.0 * n + 64, threads)) {
+        free(*xperm); *xperm = NULL;
+        return VP_ERR_NOMEM;
+    }
+    return VP_OK;
+}
+
+/* Sets of up to this many vortons build their cell list beside the robust limits (diffuse_pass);
+ * larger ones take the limits first and the list with the team (vp_bins_build's parallel sort),
+ * since there the limits' sample is a small part of the set-up. */
+#define PSE_SPECULATE_MAX 4096
+
 /* One explicit PSE exchange of length dt (the eddy viscosity's cap uses the step's dt). */
 static int diffuse_pass(vp_sim *s, double dt)
 {
@@ -599,13 +643,73 @@ static int diffuse_pass(vp_sim *s, double dt)
     double lim_lo[3], lim_hi[3]; /* outliers go to the edge cells: they sit far from all */
     int any_heat = 0, threads = vp_threads(s);
     /* Per vorton: volume, spacing, temperature and viscosity (pse_setup, eddy_viscosity); the
-     * robust limits of the positions; then the box of the positions inside them.  With a team,
-     * thread 0 takes the limits' sample and selections while the others take the vortons in
-     * chunks (thread 0 joins them after): at ball_through_smoke's 512 vortons the limits
-     * (3.3 us) were serial, as long as the rest together.  min and max are exact, so the box
-     * does not depend on the thread count. */
+     * robust limits of the positions; then the box of the positions inside them, and the cell
+     * list over it (pse_cell_list).  min and max are exact, so the box does not depend on the
+     * thread count.  With a team, thread 0 takes the limits' sample and selections while the
+     * others take the vortons in chunks (thread 0 joins them after): at ball_through_smoke's
+     * 512 vortons the limits (3.3 us) were serial, as long as the rest together.  Up to
+     * PSE_SPECULATE_MAX vortons, the cell list is built meanwhile too, by thread 1 once the
+     * chunks are done, over the box of all the positions: that is the box inside the limits
+     * exactly when it lies inside them, as it does in nearly every step (in 600 steps of each
+     * scene, all but one); otherwise it is built again over the right box.  (Built after the
+     * limits, the box, the axes' copy and the sort on one thread, it had ball_through_smoke's
+     * diffusion at 2 threads take 55.8 us, 53.5 so; above 4096 vortons, where the team's sort
+     * counts, hot_ball's largest sets were 1-4% slower so.) */
     const long sch = (long)n / (16 * threads) > 256 ? (long)n / (16 * threads) : 256, nsc = ((long)n + sch - 1) / sch;
-    if (threads > 1 && nsc > 1) {
+    double *xperm = NULL; /* the positions along the cell list's axes, unless x's own */
+    vp_bins bins;
+    int have_list = 0, spec_st = VP_OK;
+    double lo[3], hi[3];
+    if (threads > 1 && nsc > 1 && n <= PSE_SPECULATE_MAX) {
+        double *cm = malloc(8 * (size_t)nsc * sizeof(double)); /* per chunk: max spacing, any heat, box */
+        if (!cm) return VP_ERR_NOMEM;
+        double plo[3] = {INFINITY, INFINITY, INFINITY}, phi[3] = {-INFINITY, -INFINITY, -INFINITY};
+        long next = 0, ndone = 0;
+#pragma omp parallel num_threads(threads)
+        {
+            int me = 0, nth = 1;
+#ifdef _OPENMP
+            me = omp_get_thread_num(); nth = omp_get_num_threads();
+#endif
+            if (me == 0) vp_robust_limits_serial(s, 0, lim_lo, lim_hi);
+            for (long c; (c = vp_claim(&next)) < nsc;) {
+                const long i0 = c * sch, i1 = vp_block_end(c, sch, (long)n);
+                double em = 0;
+                int ah = 0;
+                pse_setup(i0, i1, r, d, rho0, width, V, e, T, &em, &ah);
+                eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, i0, i1, nui);
+                double *q = cm + 8 * c;
+                q[0] = em; q[1] = ah;
+                for (int a = 0; a < 3; a++) { q[2 + a] = INFINITY; q[5 + a] = -INFINITY; }
+                for (long i = i0; i < i1; i++)
+                    for (int a = 0; a < 3; a++) {
+                        const double xa = x[3 * i + a];
+                        q[2 + a] = xa < q[2 + a] ? xa : q[2 + a]; q[5 + a] = xa > q[5 + a] ? xa : q[5 + a];
+                    }
+                __atomic_add_fetch(&ndone, 1, __ATOMIC_RELEASE);
+            }
+            if (me == (nth > 1 ? 1 : 0)) {
+                vp_wait_count(&ndone, nsc);
+                for (long c = 0; c < nsc; c++) {
+                    const double *q = cm + 8 * c;
+                    emax = q[0] > emax ? q[0] : emax; any_heat |= q[1] != 0;
+                    for (int a = 0; a < 3; a++) { plo[a] = q[2 + a] < plo[a] ? q[2 + a] : plo[a]; phi[a] = q[5 + a] > phi[a] ? q[5 + a] : phi[a]; }
+                }
+                for (int a = 0; a < 3; a++) {
+                    lo[a] = plo[a] <= phi[a] ? plo[a] : 0; hi[a] = plo[a] <= phi[a] ? phi[a] : 0;
+                }
+                spec_st = pse_cell_list(n, x, lo, hi, 0.5 * cut * emax, 1, &xperm, &bins);
+            }
+        }
+        free(cm);
+        if (spec_st) return spec_st;
+        have_list = 1; /* unless a coordinate lies beyond the limits: */
+        for (int a = 0; a < 3; a++) have_list &= !(plo[a] <= phi[a]) || (plo[a] >= lim_lo[a] && phi[a] <= lim_hi[a]);
+        if (!have_list) {
+            free(xperm); xperm = NULL; vp_bins_free(&bins);
+            for (long i = 0; i < (long)n; i++) PSE_BOX(i);
+        }
+    } else if (threads > 1 && nsc > 1) {
         long next = 0;
 #pragma omp parallel num_threads(threads) reduction(max : emax, hi0, hi1, hi2) reduction(min : lo0, lo1, lo2) \
     reduction(| : any_heat)
@@ -629,39 +733,13 @@ static int diffuse_pass(vp_sim *s, double dt)
         eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, 0, (long)n, nui);
         for (long i = 0; i < (long)n; i++) PSE_BOX(i);
     }
-    double lo[3] = {lo0, lo1, lo2}, hi[3] = {hi0, hi1, hi2};
-    for (int a = 0; a < 3; a++) if (!(lo[a] <= hi[a])) { lo[a] = 0; hi[a] = 0; }
     if (kappa <= 0) any_heat = 0;
-    /* cell list with cells of half the cutoff distance, scanned +-2 cells: 5^3 half-size cells
-     * hold 42% fewer candidate pairs than 3^3 full-size ones; bounded cell count.  Its axes
-     * are the coordinate axes ordered by their number of cells (ties in x, y, z order): the
-     * rows below run along the axis with the fewest cells and the planes, which set the
-     * number of parallel tasks, across the one with the most.  (ball_through_smoke's vortons
-     * span about 20 x 4 x 4 cells: rows along x gave 4 tasks in 3 colours, rows along y give
-     * about 20; its diffusion phase is 1.09-1.10x faster at 2 threads.)  The order of the
-     * axes changes only the rounding of the float32 squared distances (the pair weights stay
-     * symmetric, so the exchanges are still conserved); sets whose cell counts tie, such as
-     * cubic lattices, keep x, y, z and the same bits as before. */
-    int perm[3] = {0, 1, 2};
-    {
-        int m[3];
-        for (int a = 0; a < 3; a++) m[a] = vp_cell_count(hi[a] - lo[a], 0.5 * cut * emax); /* as vp_bins_build counts */
-        for (int a = 1; a < 3; a++) /* insertion sort by cell count, stable */
-            for (int b = a; b > 0 && m[perm[b]] < m[perm[b - 1]]; b--) { int t = perm[b]; perm[b] = perm[b - 1]; perm[b - 1] = t; }
+    if (!have_list) {
+        lo[0] = lo0; lo[1] = lo1; lo[2] = lo2; hi[0] = hi0; hi[1] = hi1; hi[2] = hi2;
+        for (int a = 0; a < 3; a++) if (!(lo[a] <= hi[a])) { lo[a] = 0; hi[a] = 0; }
+        if (pse_cell_list(n, x, lo, hi, 0.5 * cut * emax, threads, &xperm, &bins)) return VP_ERR_NOMEM;
     }
-    const int permuted = perm[0] != 0 || perm[1] != 1;
-    double *xperm = permuted ? malloc(3 * n * sizeof(double)) : NULL;
-    if (permuted && !xperm) return VP_ERR_NOMEM;
-    if (permuted)
-        for (size_t i = 0; i < n; i++)
-            for (int a = 0; a < 3; a++) xperm[3 * i + a] = x[3 * i + perm[a]];
-    const double *xs = permuted ? xperm : x; /* the positions along the cell list's axes */
-    {
-        double t0[3] = {lo[perm[0]], lo[perm[1]], lo[perm[2]]}, t1[3] = {hi[perm[0]], hi[perm[1]], hi[perm[2]]};
-        for (int a = 0; a < 3; a++) { lo[a] = t0[a]; hi[a] = t1[a]; }
-    }
-    vp_bins bins;
-    if (vp_bins_build(&bins, n, xs, lo, hi, 0.5 * cut * emax, 4.0 * n + 64, threads)) { free(xperm); return VP_ERR_NOMEM; }
+    const double *xs = xperm ? xperm : x; /* the positions along the cell list's axes */
     const int *nc = bins.nc;
     const size_t *start = bins.start, *order = bins.order;
     /* The Gaussian's second moment cut at r = cut e keeps the fraction

@@ -55,6 +55,15 @@ static inline void vp_wait_flag(const long *flag)
     }
 }
 
+/* Wait until a shared counter reaches target (counts stored with release). */
+static inline void vp_wait_count(const long *count, long target)
+{
+    for (int k = 0; __atomic_load_n(count, __ATOMIC_ACQUIRE) < target;) {
+        if (k < VP_SPIN_PAUSES) { vp_spin_pause(); k++; }
+        else sched_yield();
+    }
+}
+
 /* The next of a shared counter's items for the calling thread (the loops whose threads
  * claim chunks or tasks as they come: `for (long c; (c = vp_claim(&next)) < n;)`). */
 static inline long vp_claim(long *next) { return __atomic_fetch_add(next, 1, __ATOMIC_RELAXED); }

@@ -229,6 +229,32 @@ def test_pse_exchange_is_pairwise_and_thread_independent():
     assert np.allclose(dT, ref, rtol=1e-5, atol=1e-5 * np.max(np.abs(ref)))
 
 
+def test_pse_with_outliers_is_thread_independent():
+    """Up to 4096 vortons, a team builds the diffusion's cell list over the box of all the
+    positions while the robust limits are taken, and keeps it when that box lies inside them
+    (diffuse.c, PSE_SPECULATE_MAX); a set with vortons beyond them (three at 30 times the
+    cloud's size) has it built again over the box inside the limits, as one thread does.  So
+    heat diffusion is bitwise the same at 1, 2, 3 and 8 threads, with and without the
+    outliers (a list kept over the outliers' box fails this)."""
+    rng = np.random.default_rng(8)
+    base = rng.uniform(-1, 1, (1500, 3))
+    rad = radius_for_spacing(2.0 / 1500 ** (1 / 3)) * rng.uniform(0.8, 1.2, len(base))
+    T = 1.0 + 0.3 * np.exp(-4 * np.sum(base ** 2, 1)) + 0.01 * rng.standard_normal(len(base))
+    for far in (1.0, 30.0):
+        p = base.copy()
+        p[:3] *= far
+        out = []
+        for threads in (1, 2, 3, 8):
+            sim = vp.Sim(viscosity=0.0, thermal_diffusivity=0.01, gravity=(0, 0, 0), threads=threads, dt=0.02)
+            sim.add_vortons(p, np.zeros_like(p), rad, 1.0 / T - 1.0)
+            before = sim.vortons.temperature.copy()
+            sim.step()
+            out.append(sim.vortons.temperature.copy())
+        assert np.any(out[0] != before)
+        for other in out[1:]:
+            assert np.array_equal(out[0], other), far
+
+
 def test_large_step_is_the_same_at_any_thread_count():
     """Past 20000 vortons the cell list is sorted in parallel (each thread bins a share, the
     shares placed in thread order), the Poisson radius sums run in blocks, and the ages and
