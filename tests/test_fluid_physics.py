@@ -189,6 +189,17 @@ def test_density_splat_is_cloud_in_cell_and_thread_independent():
     assert np.max(np.abs(g["density"] - ref)) < 1e-12 * np.max(np.abs(ref))
 
 
+def heat_step(p, rad, T, threads):
+    """One step of heat diffusion alone (no vorticity, no gravity: nothing else moves) of
+    vortons at p with radii rad and temperatures T; the temperatures before and after."""
+    sim = vp.Sim(viscosity=0.0, thermal_diffusivity=0.01, gravity=(0, 0, 0), threads=threads, dt=0.02)
+    sim.add_vortons(p, np.zeros_like(p), rad, 1.0 / T - 1.0)
+    before = sim.vortons.temperature.copy()
+    sim.step()
+    assert np.array_equal(sim.vortons.position, p)  # nothing moved
+    return before, sim.vortons.temperature.copy()
+
+
 def test_pse_exchange_is_pairwise_and_thread_independent():
     """PSE evaluates each pair once and adds equal and opposite exchanges to both particles,
     in a fixed order (the pair loop's tasks in colour order, each waiting for the earlier
@@ -201,17 +212,11 @@ def test_pse_exchange_is_pairwise_and_thread_independent():
     p = rng.uniform(-1, 1, (3000, 3))
     T = 1.0 + 0.3 * np.exp(-4 * np.sum(p ** 2, 1)) + 0.01 * rng.standard_normal(len(p))
     rad = radius_for_spacing(2.0 / 3000 ** (1 / 3)) * rng.uniform(0.8, 1.2, len(p))
-    out = []
-    for threads in (1, 2, 3, 8):
-        sim = vp.Sim(viscosity=0.0, thermal_diffusivity=0.01, gravity=(0, 0, 0), threads=threads, dt=0.02)
-        sim.add_vortons(p, np.zeros_like(p), rad, 1.0 / T - 1.0)
-        before = sim.vortons.temperature.copy()
-        sim.step()
-        assert np.array_equal(sim.vortons.position, p)  # nothing moved
-        out.append(sim.vortons.temperature.copy())
+    out = [heat_step(p, rad, T, threads) for threads in (1, 2, 3, 8)]
+    before = out[0][0]
     for other in out[1:]:
-        assert np.array_equal(out[0], other)
-    dT = out[0] - before
+        assert np.array_equal(out[0][1], other[1])
+    dT = out[0][1] - before
     V = 4 / 3 * np.pi * rad ** 3
     # the exchanges cancel pairwise: sum V dT is rounding only
     assert abs(np.sum(V * dT)) < 1e-13 * np.sum(np.abs(V * dT))
@@ -221,7 +226,7 @@ def test_pse_exchange_is_pairwise_and_thread_independent():
     d2 = np.sum((p[:, None, :] - p[None, :, :]) ** 2, -1)
     eij = 0.5 * (e[:, None] + e[None, :])
     u = d2 / eij ** 2
-    c = sim.pse_cutoff
+    c = vp.Sim().pse_cutoff  # (heat_step keeps the default)
     m4 = 3 * np.sqrt(np.pi) / 8
     kept = (m4 * erf(c) - np.exp(-c * c) * (0.5 * c ** 3 + 0.75 * c)) / m4
     eta = 4 / np.pi ** 1.5 / kept * np.exp(-u) / eij ** 3 * (u <= c * c) / eij ** 2
@@ -243,16 +248,10 @@ def test_pse_with_outliers_is_thread_independent():
     for far in (1.0, 30.0):
         p = base.copy()
         p[:3] *= far
-        out = []
-        for threads in (1, 2, 3, 8):
-            sim = vp.Sim(viscosity=0.0, thermal_diffusivity=0.01, gravity=(0, 0, 0), threads=threads, dt=0.02)
-            sim.add_vortons(p, np.zeros_like(p), rad, 1.0 / T - 1.0)
-            before = sim.vortons.temperature.copy()
-            sim.step()
-            out.append(sim.vortons.temperature.copy())
-        assert np.any(out[0] != before)
+        out = [heat_step(p, rad, T, threads) for threads in (1, 2, 3, 8)]
+        assert np.any(out[0][1] != out[0][0])
         for other in out[1:]:
-            assert np.array_equal(out[0], other), far
+            assert np.array_equal(out[0][1], other[1]), far
 
 
 def test_large_step_is_the_same_at_any_thread_count():
@@ -314,7 +313,7 @@ def test_pse_guard_keeps_a_bunch_of_vortons_bounded():
     # the unguarded explicit step of physics.md 2.5 (equal radii: e = V^(1/3), nu_ij = nu)
     from math import erf
     e = (4 / 3 * np.pi) ** (1 / 3) * r
-    c = sim.pse_cutoff
+    c = vp.Sim().pse_cutoff  # (heat_step keeps the default)
     m4 = 3 * np.sqrt(np.pi) / 8
     kept = (m4 * erf(c) - np.exp(-c * c) * (0.5 * c ** 3 + 0.75 * c)) / m4
     u = np.sum((p[:, None, :] - p[None, :, :]) ** 2, -1) / e ** 2
