@@ -313,7 +313,7 @@ def test_pse_guard_keeps_a_bunch_of_vortons_bounded():
     # the unguarded explicit step of physics.md 2.5 (equal radii: e = V^(1/3), nu_ij = nu)
     from math import erf
     e = (4 / 3 * np.pi) ** (1 / 3) * r
-    c = vp.Sim().pse_cutoff  # (heat_step keeps the default)
+    c = sim.pse_cutoff
     m4 = 3 * np.sqrt(np.pi) / 8
     kept = (m4 * erf(c) - np.exp(-c * c) * (0.5 * c ** 3 + 0.75 * c)) / m4
     u = np.sum((p[:, None, :] - p[None, :, :]) ** 2, -1) / e ** 2
