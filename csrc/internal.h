@@ -47,14 +47,6 @@ static inline void vp_spin_pause(void)
     __builtin_ia32_pause();
 #endif
 }
-static inline void vp_wait_flag(const long *flag)
-{
-    for (int k = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE);) {
-        if (k < VP_SPIN_PAUSES) { vp_spin_pause(); k++; }
-        else sched_yield();
-    }
-}
-
 /* Wait until a shared counter reaches target (counts stored with release). */
 static inline void vp_wait_count(const long *count, long target)
 {
@@ -63,6 +55,8 @@ static inline void vp_wait_count(const long *count, long target)
         else sched_yield();
     }
 }
+/* Wait until a flag (0, then 1 stored with release) is set. */
+static inline void vp_wait_flag(const long *flag) { vp_wait_count(flag, 1); }
 
 /* The next of a shared counter's items for the calling thread (the loops whose threads
  * claim chunks or tasks as they come: `for (long c; (c = vp_claim(&next)) < n;)`). */
