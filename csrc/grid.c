@@ -232,8 +232,10 @@ static void bins_sort(const vp_bins *b, size_t n, const double *x, size_t ncell,
 #ifdef _OPENMP
     t = omp_get_thread_num();
 #endif
-    const size_t i0 = n * (size_t)t / (size_t)nt, i1 = n * (size_t)(t + 1) / (size_t)nt;
-    const size_t c0 = ncell * (size_t)t / (size_t)nt, c1 = ncell * (size_t)(t + 1) / (size_t)nt;
+    long s0, s1, b0, b1; /* this thread's points and boxes (nt: the team's size) */
+    vp_thread_share((long)n, &s0, &s1);
+    vp_thread_share((long)ncell, &b0, &b1);
+    const size_t i0 = (size_t)s0, i1 = (size_t)s1, c0 = (size_t)b0, c1 = (size_t)b1;
     size_t *cnt = fill + (size_t)t * ncell; /* this share's count per box, then its next slot */
     memset(cnt, 0, ncell * sizeof(size_t));
     bins_cells(b, x, i0, i1, cid);

@@ -4,10 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "vortonpy.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "internal.h"
 
 vp_buffer *vp_buffer_create(size_t n_allocated)
 {
@@ -186,11 +183,9 @@ static void shift_rows(double *const *f, const int *w, int nf, size_t n, size_t 
     if (!fail) {
 #pragma omp parallel num_threads(threads)
         {
-            size_t t = 0, T = 1;
-#ifdef _OPENMP
-            t = (size_t)omp_get_thread_num(); T = (size_t)omp_get_num_threads();
-#endif
-            const size_t a = m * t / T, b = m * (t + 1) / T, s0 = b > a + k ? b : a + k; /* aside: rows [s0, b + k) */
+            long r0, r1;
+            vp_thread_share((long)m, &r0, &r1);
+            const size_t a = (size_t)r0, b = (size_t)r1, s0 = b > a + k ? b : a + k; /* aside: rows [s0, b + k) */
             const size_t len = b + k - s0;
             double *mine = len ? malloc(len * ws * sizeof(double)) : NULL;
             if (len && !mine) {
