@@ -342,3 +342,18 @@ def test_sort_tracers_before_the_first_step_sorts_by_the_coming_grid():
     assert h == pytest.approx(sim.grid()["spacing"], rel=1e-9)
     zc = np.floor((x[:, 2] - x[:, 2].min()) / h)
     assert np.all(np.diff(zc) >= 0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tracer_density_is_zero_after_a_step_in_uniform_fluid(threads):
+    """In fluid of uniform density the tracers sample nothing: a step leaves their density
+    +0.0, whatever a user wrote into the view (the block pass zeroes only blocks with a bit
+    set, so -0.0 and NaN must count as set)."""
+    sim = vp.scenes.ball_through_smoke(vortons=64, tracers=20000, threads=threads)
+    sim.step()
+    assert np.array_equal(sim.tracers.density, np.zeros(len(sim.tracers)))
+    for index, value in ((1000, -0.0), (-3, np.nan), (slice(None, None, 997), 0.5)):
+        sim.tracers.density[index] = value  # alone in its block (but the last)
+        sim.step()
+        d = sim.tracers.density
+        assert not np.any(np.signbit(d)) and np.array_equal(d, np.zeros(len(sim.tracers)))
