@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <limits.h>
 #include <stdint.h>
 #include "internal.h"
 #include "kernel.h"
@@ -477,6 +478,113 @@ enum { PSE_YB = 4 };
 static const int pse_fwd[13][2] = {{0, 0}, {1, 0}, {2, 0}, {-2, 1}, {-1, 1}, {0, 1}, {1, 1}, {2, 1},
                                    {-2, 2}, {-1, 2}, {0, 2}, {1, 2}, {2, 2}};
 
+/* The vortons in the 13 forward rows of row (cy, cz): its batch (diffuse_pass). */
+static size_t pse_batch_size(const int nc[3], const size_t *start, int cy, int cz)
+{
+    size_t m = 0;
+    for (int f = 0; f < 13; f++) {
+        int ky = cy + pse_fwd[f][0], kz = cz + pse_fwd[f][1];
+        if (kz >= nc[2] || ky < 0 || ky >= nc[1]) continue;
+        size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
+        m += start[row + nc[0]] - start[row];
+    }
+    return m;
+}
+
+/* The blocks of rows (a task's unit: PSE_YB rows of a plane) taken in plane order, block
+ * key = plane nyb + block, split into runs [bounds[t], bounds[t + 1]) of about equal pair
+ * work for nth threads (diffuse_pass's owned blocks), by the tasks' estimate (pse_tasks_list)
+ * summed per block into pc (nc[2] nyb of them); a block goes to the run where more than half
+ * of its work falls. */
+static void pse_block_split(const int nc[3], const size_t *start, int nyb, int nth, double *pc, long *bounds)
+{
+    const long nk = (long)nc[2] * nyb;
+    double tot = 0;
+    for (long k = 0; k < nk; k++) {
+        const int cz = (int)(k / nyb), y0 = PSE_YB * (int)(k % nyb);
+        double c = 0;
+        for (int cy = y0; cy < y0 + PSE_YB && cy < nc[1]; cy++) {
+            const size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz), own = start[r0 + nc[0]] - start[r0];
+            if (own) c += (double)own * (double)pse_batch_size(nc, start, cy, cz);
+        }
+        pc[k] = c;
+        tot += c;
+    }
+    double acc = 0;
+    long k = 0;
+    bounds[0] = 0;
+    for (int t = 1; t < nth; t++) {
+        for (; k < nk && acc + 0.5 * pc[k] < tot * t / nth; k++) acc += pc[k];
+        bounds[t] = k;
+    }
+    bounds[nth] = nk;
+}
+
+/* The first sorted vorton of block key k (pse_block_split); n for k = nc[2] nyb. */
+static inline size_t pse_block_start(const int nc[3], const size_t *start, int nyb, long k)
+{
+    const size_t cz = (size_t)(k / nyb), cy = (size_t)PSE_YB * (size_t)(k % nyb);
+    return start[(size_t)nc[0] * (cy + (size_t)nc[1] * cz)];
+}
+
+/* Task g of the pair loop's sequence (all colours' tasks in order, diffuse_pass): its colour
+ * and its place in the colour's list. */
+static inline const pse_task *pse_task_at(long g, const long tcount[6], const pse_task *tasks, long ntask_max, int *col)
+{
+    int c = 0;
+    while (g >= tcount[c]) g -= tcount[c++];
+    *col = c;
+    return tasks + (size_t)c * (size_t)ntask_max + g;
+}
+
+/* The block key (pse_block_split) of task tk of colour col. */
+static inline long pse_task_key(const pse_task *tk, int col, int nyb)
+{
+    const long ny = (nyb - col / 3 + 1) / 2;
+    return (long)(col % 3 + 3 * (tk->task / ny)) * nyb + col / 3 + 2 * (tk->task % ny);
+}
+
+/* The key distance of block key z from the blocks of the other threads, for the thread
+ * that owns keys [z0, z1) (me of nth). */
+static inline long pse_key_dist(long z, long z0, long z1, int me, int nth)
+{
+    const long a = me > 0 ? z - z0 : LONG_MAX, b = me < nth - 1 ? z1 - 1 - z : LONG_MAX;
+    return a < b ? a : b;
+}
+
+/* Thread me's list of the pair loop's tasks when it owns block keys bounds[me] ..
+ * bounds[me + 1] (diffuse_pass): its tasks' places in the sequence (pse_task_at), colour by
+ * colour, and in a colour those nearest another thread's blocks first, since the other
+ * thread's tasks of the next colours wait for them; into L + (the tasks of the threads
+ * before it), *len of them.  (A colour's tasks write to disjoint rows, so their order does
+ * not change the bits.) */
+static void pse_owned_list(int me, int nth, const long *bounds, const long tcount[6], const pse_task *tasks,
+                           long ntask_max, int nyb, long *L, long *off, long *len)
+{
+    const long z0 = bounds[me], z1 = bounds[me + 1];
+    long before = 0, m = 0, g = 0;
+    for (int col = 0; col < 6; col++)
+        for (long t = 0; t < tcount[col]; t++) before += pse_task_key(tasks + (size_t)col * (size_t)ntask_max + t, col, nyb) < z0;
+    L += before;
+    for (int col = 0; col < 6; col++) {
+        const long m0 = m;
+        for (long t = 0; t < tcount[col]; t++, g++) {
+            const long z = pse_task_key(tasks + (size_t)col * (size_t)ntask_max + t, col, nyb);
+            if (z < z0 || z >= z1) continue;
+            const long d = pse_key_dist(z, z0, z1, me, nth);
+            long k = m++; /* insertion by distance, stable */
+            for (; k > m0; k--) {
+                int c2 = 0;
+                const pse_task *t2 = pse_task_at(L[k - 1], tcount, tasks, ntask_max, &c2);
+                if (pse_key_dist(pse_task_key(t2, c2, nyb), z0, z1, me, nth) <= d) break;
+                L[k] = L[k - 1];
+            }
+            L[k] = g;
+        }
+    }
+    *off = before; *len = m;
+}
+
 /* The pair loop's tasks (diffuse_pass): for each of the 6 colours, the blocks of rows that
  * hold vortons, tl = tasks + colour * ntask_max, tcount[colour] of them, longest first by the
  * estimate sum over their rows of (own vortons) x (batch size); *maxc: the largest batch. */
@@ -488,13 +596,7 @@ static void pse_tasks_list(const int nc[3], const size_t *start, int nyb, long n
         for (int cy = 0; cy < nc[1]; cy++) {
             size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
             if (start[r0 + nc[0]] == start[r0]) continue;
-            size_t m = 0;
-            for (int f = 0; f < 13; f++) {
-                int ky = cy + pse_fwd[f][0], kz = cz + pse_fwd[f][1];
-                if (kz >= nc[2] || ky < 0 || ky >= nc[1]) continue;
-                size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
-                m += start[row + nc[0]] - start[row];
-            }
+            const size_t m = pse_batch_size(nc, start, cy, cz);
             if (m > maxc) maxc = m;
             /* this row's block: colour (cz mod 3, block mod 2), task (cz / 3, block / 2) */
             const int yb = cy / PSE_YB, col = (cz % 3) + 3 * (yb % 2);
@@ -613,6 +715,9 @@ static int pse_cell_list(size_t n, const double *x, double lo[3], double hi[3], 
  * larger ones take the limits first and the list with the team (vp_bins_build's parallel sort),
  * since there the limits' sample is a small part of the set-up. */
 #define PSE_SPECULATE_MAX 4096
+/* Sets of up to this many vortons run the pair loop with each thread owning a run of blocks
+ * (diffuse_pass). */
+#define PSE_OWNER_MAX 4096
 
 /* One explicit PSE exchange of length dt (the eddy viscosity's cap uses the step's dt). */
 static int diffuse_pass(vp_sim *s, double dt)
@@ -802,11 +907,45 @@ static int diffuse_pass(vp_sim *s, double dt)
     const double f = dt * norm;
     long *done = malloc(((size_t)nc[2] * (size_t)nyb + 1) * sizeof(long));
     if (!done) { free(tasks); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
+    /* Up to PSE_OWNER_MAX vortons, each thread owns a run of blocks (pse_block_split: about
+     * equal pair work each): it fills their sorted arrays, runs their tasks (pse_owned_list:
+     * in colour order, waiting as above for the earlier colours' tasks of the other threads'
+     * blocks that share rows) and their exchange, so that their data stays in its core's
+     * cache from the fill to the exchange; a thread out of tasks then takes the others' next
+     * ones.  Taken as they came, the tasks of ball_through_smoke's 512 vortons did 6.5% more
+     * work on two threads than on one, and the fill 2.2x (their arrays last written by the
+     * other core); owned, the tasks do as much as on one.  Diffusion at 2 threads, interleaved
+     * A/B: ball_through_smoke 3.4% faster, spinning_ball's and dye_drop's 4096 vortons 2.7-3.3%,
+     * a 1e4 lattice 2.6%; a 1e5 lattice 1% slower (there the tasks' order, longest first,
+     * balances better), hence the cut.  Only where the vortons fill their box (one or more
+     * a cell): in hot_ball's sparse plume (0.3-0.4 a cell) the runs' work per colour differed,
+     * a thread waited up to a quarter of the phase for the other's earlier colours, and its
+     * states of 600-1300 vortons were 2-6% slower. */
+    const int owned = threads > 1 && n <= PSE_OWNER_MAX && n >= (size_t)nc[0] * (size_t)nc[1] * (size_t)nc[2];
+    /* per block its work; per thread a cache line (its list's cursor, whether the list is
+     * made, where it starts and its length); the lists; the runs' first blocks */
+    const size_t nk = (size_t)nc[2] * (size_t)nyb;
+    double *pcost = owned ? malloc(nk * sizeof(double) + (size_t)threads * 8 * sizeof(long) +
+                                   6 * (size_t)ntask_max * sizeof(long) + (size_t)(threads + 1) * sizeof(long)) : NULL;
+    long *cur = pcost ? (long *)(pcost + nk) : NULL, *olist = cur ? cur + 8 * threads : NULL;
+    long *bounds = olist ? olist + 6 * ntask_max : NULL;
+    long split = 0; /* bounds made (owned) */
+    if (owned && !pcost) { free(tasks); free(done); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
 #pragma omp parallel num_threads(threads)
     {
+        int me = 0, nth = 1;
 #ifdef _OPENMP
-        if (omp_get_thread_num() == 0)
+        me = omp_get_thread_num(); nth = omp_get_num_threads();
 #endif
+        /* this thread's block keys [k0, k1) and sorted vortons [q0, q1) (owned) */
+        long k0 = 0, k1 = (long)nk;
+        /* the last thread splits the blocks while thread 0 lists the tasks */
+        if (owned && me == nth - 1) {
+            pse_block_split(nc, start, nyb, nth, pcost, bounds);
+            for (int t = 0; t < nth; t++) cur[8 * t] = cur[8 * t + 1] = 0;
+            __atomic_store_n(&split, 1, __ATOMIC_RELEASE);
+        }
+        if (me == 0)
         {
             pse_tasks_list(nc, start, nyb, ntask_max, tasks, tcount, &maxc);
             for (size_t b = 0; b < (size_t)nc[2] * (size_t)nyb; b++) done[b] = 1;
@@ -820,10 +959,23 @@ static int diffuse_pass(vp_sim *s, double dt)
                 total += tcount[col];
             }
         }
-        for (long c; (c = vp_claim(&fnext)) < nfc;) {
-            pse_fill(&S, c * fchunk, vp_block_end(c, fchunk, (long)n), e, nui, V, w, T);
+        if (owned) {
+            vp_wait_flag(&split);
+            k0 = bounds[me]; k1 = bounds[me + 1];
+        }
+        const size_t q0 = pse_block_start(nc, start, nyb, k0), q1 = pse_block_start(nc, start, nyb, k1);
+        if (owned) {
+            pse_fill(&S, (long)q0, (long)q1, e, nui, V, w, T);
+        } else {
+            for (long c; (c = vp_claim(&fnext)) < nfc;) {
+                pse_fill(&S, c * fchunk, vp_block_end(c, fchunk, (long)n), e, nui, V, w, T);
+            }
         }
 #pragma omp barrier
+        if (owned) {
+            pse_owned_list(me, nth, bounds, tcount, tasks, ntask_max, nyb, olist, &cur[8 * me + 2], &cur[8 * me + 3]);
+            __atomic_store_n(&cur[8 * me + 1], 1, __ATOMIC_RELEASE);
+        }
         const size_t fs = maxc + PSE_PAD; /* a float field's stride: the batch and its padding */
         float *bf = malloc(10 * fs * sizeof(float)); /* 5 fields, the key, 2 weights, V, c */
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
@@ -833,7 +985,19 @@ static int diffuse_pass(vp_sim *s, double dt)
 #pragma omp atomic write
             nomem = 1;
         }
-        for (long g; (g = vp_claim(&next)) < total;) {
+        for (;;) {
+            long g = -1;
+            if (owned) { /* this thread's next task, else another's next */
+                for (int v = 0; v < nth && g < 0; v++) {
+                    long *c = cur + 8 * ((me + v) % nth);
+                    vp_wait_flag(&c[1]);
+                    const long k = vp_claim(&c[0]);
+                    if (k < c[3]) g = olist[c[2] + k];
+                }
+                if (g < 0) break;
+            } else if ((g = vp_claim(&next)) >= total) {
+                break;
+            }
             int col = 0;
             while (g >= tcount[col]) g -= tcount[col++];
             const int pz = col % 3, py = col / 3;
@@ -921,13 +1085,15 @@ static int diffuse_pass(vp_sim *s, double dt)
         if (!failed) {
 #pragma omp for schedule(static) reduction(+ : nh)
             for (long q = 0; q < (long)n; q++) nh += f * pse_rate(&S, (size_t)q) > PSE_MAX_RATE;
-            if (nh == 0) {
+            if (nh == 0 && owned) {
+                for (long q = (long)q0; q < (long)q1; q++) pse_exchange(&S, q, w, d, T, f, kappa * dt * norm, rho0, viscous, any_heat);
+            } else if (nh == 0) {
 #pragma omp for schedule(static) nowait
                 for (long q = 0; q < (long)n; q++) pse_exchange(&S, q, w, d, T, f, kappa * dt * norm, rho0, viscous, any_heat);
             }
         }
     }
-    free(tasks); free(done);
+    free(tasks); free(done); free(pcost);
     if (nomem || (nh > 0 && pse_guard(&bins, &S, f, (float)(cut * cut), threads, (size_t)nh))) {
         free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM;
     }

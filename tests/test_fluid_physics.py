@@ -203,7 +203,10 @@ def heat_step(p, rad, T, threads):
 def test_pse_exchange_is_pairwise_and_thread_independent():
     """PSE evaluates each pair once and adds equal and opposite exchanges to both particles,
     in a fixed order (the pair loop's tasks in colour order, each waiting for the earlier
-    colours' tasks that share its rows): heat diffusion of a random cloud (no vorticity, no
+    colours' tasks that share its rows; below 4096 vortons each thread owns a run of blocks,
+    whose arrays it fills and exchanges and whose tasks it runs first, as here: a task let
+    through without its waits, or a block left unfilled, fails this): heat diffusion of a
+    random cloud (no vorticity, no
     gravity: nothing else moves) is bitwise the same at 1, 2, 3 and 8 threads (more than CI's
     cores), conserves heat to rounding (1e-13 of the heat exchanged) and matches a
     brute-force O(N^2) evaluation of the same exchange (float32 pair weights: 1e-5
