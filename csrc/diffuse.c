@@ -922,8 +922,9 @@ static int diffuse_pass(vp_sim *s, double dt)
      * a thread waited up to a quarter of the phase for the other's earlier colours, and its
      * states of 600-1300 vortons were 2-6% slower. */
     const int owned = threads > 1 && n <= PSE_OWNER_MAX && n >= (size_t)nc[0] * (size_t)nc[1] * (size_t)nc[2];
-    /* per block its work; per thread a cache line (its list's cursor, whether the list is
-     * made, where it starts and its length); the lists; the runs' first blocks */
+    /* per block its work; per thread 8 longs (a cache line's worth: its list's cursor,
+     * whether the list is made, where it starts and its length); the lists; the runs' first
+     * blocks */
     const size_t nk = (size_t)nc[2] * (size_t)nyb;
     double *pcost = owned ? malloc(nk * sizeof(double) + (size_t)threads * 8 * sizeof(long) +
                                    6 * (size_t)ntask_max * sizeof(long) + (size_t)(threads + 1) * sizeof(long)) : NULL;
