@@ -537,7 +537,8 @@ static inline const pse_task *pse_task_at(long g, const long tcount[6], const ps
     return tasks + (size_t)c * (size_t)ntask_max + g;
 }
 
-/* The block key (pse_block_split) of task tk of colour col. */
+/* The block key of task tk of colour col: plane nyb + block (pse_block_split; also the
+ * index of its flag in diffuse_pass's done). */
 static inline long pse_task_key(const pse_task *tk, int col, int nyb)
 {
     const long ny = (nyb - col / 3 + 1) / 2;
@@ -940,7 +941,9 @@ static int diffuse_pass(vp_sim *s, double dt)
 #endif
         /* this thread's block keys [k0, k1) and sorted vortons [q0, q1) (owned) */
         long k0 = 0, k1 = (long)nk;
-        /* the last thread splits the blocks while thread 0 lists the tasks */
+        /* the last thread splits the blocks while thread 0 lists the tasks (both estimate each
+         * block's work, the same sums: taken from the task list, the split and so every
+         * thread's fill would wait for it) */
         if (owned && me == nth - 1) {
             pse_block_split(nc, start, nyb, nth, pcost, bounds);
             for (int t = 0; t < nth; t++) cur[8 * t] = cur[8 * t + 1] = 0;
@@ -950,13 +953,8 @@ static int diffuse_pass(vp_sim *s, double dt)
         {
             pse_tasks_list(nc, start, nyb, ntask_max, tasks, tcount, &maxc);
             for (size_t b = 0; b < (size_t)nc[2] * (size_t)nyb; b++) done[b] = 1;
-            for (int col = 0; col < 6; col++) {
-                const int pz = col % 3, py = col / 3;
-                const long ny = (nyb - py + 1) / 2;
-                for (long t = 0; t < tcount[col]; t++) {
-                    const pse_task *tk = tasks + (size_t)col * (size_t)ntask_max + t;
-                    done[(size_t)(pz + 3 * (tk->task / ny)) * (size_t)nyb + (size_t)(py + 2 * (tk->task % ny))] = 0;
-                }
+            for (int col = 0; col < 6; col++) { /* (a block's flag is at its key) */
+                for (long t = 0; t < tcount[col]; t++) done[pse_task_key(tasks + (size_t)col * (size_t)ntask_max + t, col, nyb)] = 0;
                 total += tcount[col];
             }
         }
@@ -1000,11 +998,9 @@ static int diffuse_pass(vp_sim *s, double dt)
                 break;
             }
             int col = 0;
-            while (g >= tcount[col]) g -= tcount[col++];
-            const int pz = col % 3, py = col / 3;
-            const long ny = (nyb - py + 1) / 2;
-            const pse_task *tk = tasks + (size_t)col * (size_t)ntask_max + g;
-            const int cz = pz + 3 * (int)(tk->task / ny), yb = py + 2 * (int)(tk->task % ny);
+            const pse_task *tk = pse_task_at(g, tcount, tasks, ntask_max, &col); /* (sets col first) */
+            const long key = pse_task_key(tk, col, nyb);
+            const int cz = (int)(key / nyb), yb = (int)(key % nyb);
             for (int z = cz - 2; z <= cz + 2; z++) /* the conflicting tasks of earlier colours */
                 for (int y = yb - 1; y <= yb + 1; y++)
                     if (z >= 0 && z < nc[2] && y >= 0 && y < nyb && (z % 3) + 3 * (y % 2) < col)
@@ -1073,7 +1069,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                 if (any_heat)
                     for (size_t k = 0; k < m; k++) S.OC[idx[k]] += ocf[k];
             } /* cy */
-            __atomic_store_n(&done[(size_t)cz * (size_t)nyb + (size_t)yb], 1, __ATOMIC_RELEASE);
+            __atomic_store_n(&done[key], 1, __ATOMIC_RELEASE);
         }
         free(bf); free(xoff); free(idx); free(pk); free(flag);
         /* The stability guard's count of bunched vortons (pse_guard) and, with none (nearly
