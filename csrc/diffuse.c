@@ -438,28 +438,24 @@ static void pse_batch_fill(size_t m, const size_t *restrict idx, const float *re
     }
 }
 
-/* Per-vorton viscosity nu_i for vortons [i0, i1): molecular plus Smagorinsky's eddy
- * viscosity (C_s D_i)^2 sqrt(2 S:S), S the symmetric part of the grid Jacobian at the vorton,
- * capped at 0.1 e_i^2 / dt but never below the molecular value.  Compiled for AVX-512, AVX2 +
- * FMA and the baseline (VP_CLONES), so the Jacobian's interpolation runs on whole vectors. */
-VP_CLONES
-static void eddy_viscosity(const vp_grid *g, const double *restrict jac, const double *restrict x,
-                           const double *restrict e, double nu, double cs, double width, double dt_step, long i0,
-                           long i1, double *restrict nui)
+/* Vorton i's viscosity nu_i (x_i its position, e_i its PSE spacing): molecular plus
+ * Smagorinsky's eddy viscosity (C_s D_i)^2 sqrt(2 S:S), S the symmetric part of the grid
+ * Jacobian at the vorton, capped at 0.1 e_i^2 / dt but never below the molecular value. */
+static inline __attribute__((always_inline)) double pse_viscosity(const vp_grid *g, const double *restrict jac,
+                                                                  const double *restrict xi, double ei, double nu,
+                                                                  double cs, double width, double dt_step)
 {
-    for (long i = i0; i < i1; i++) {
-        double D = e[i] / width, nv = nu > 0 ? nu : 0.0;
-        if (cs > 0) {
-            double J[9];
-            vp_grid_interp9(g, jac, x + 3 * i, J);
-            double ss = 0;
-            for (int a = 0; a < 3; a++)
-                for (int b = 0; b < 3; b++) { double S = 0.5 * (J[3 * a + b] + J[3 * b + a]); ss += S * S; }
-            nv += cs * cs * D * D * sqrt(2.0 * ss);
-        }
-        double cap = 0.1 * e[i] * e[i] / dt_step;
-        nui[i] = nv < cap ? nv : (nu > cap ? nu : cap); /* never below the molecular value */
+    double D = ei / width, nv = nu > 0 ? nu : 0.0;
+    if (cs > 0) {
+        double J[9];
+        vp_grid_interp9(g, jac, xi, J);
+        double ss = 0;
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++) { double S = 0.5 * (J[3 * a + b] + J[3 * b + a]); ss += S * S; }
+        nv += cs * cs * D * D * sqrt(2.0 * ss);
     }
+    double cap = 0.1 * ei * ei / dt_step;
+    return nv < cap ? nv : (nu > cap ? nu : cap); /* never below the molecular value */
 }
 
 /* A task of diffuse_pass's pair loop (a block of rows) and its cost estimate; ordered longest
@@ -611,24 +607,23 @@ static void pse_tasks_list(const int nc[3], const size_t *start, int nyb, long n
     *maxc_out = maxc;
 }
 
-/* Vortons [i0, i1): volume V, PSE spacing e = width V^(1/3) and temperature T; the largest
- * spacing into *emax and whether any density differs from the ambient into *any_heat.  The
- * cube root is taken once per run of equal radii (most sets have a single radius, and cbrt was
- * most of this loop): the same values however the vortons are split. */
-static void pse_setup(long i0, long i1, const double *restrict r, const double *restrict d, double rho0, double width,
-                      double *restrict V, double *restrict e, double *restrict T, double *emax, int *any_heat)
+/* Vortons [i0, i1): the box of their positions into b0, b1 (widened), their largest radius
+ * into *rmax and whether any density differs from the ambient into *any_heat. */
+static void pse_scan(long i0, long i1, const double *restrict x, const double *restrict r, const double *restrict d,
+                     double b0[3], double b1[3], double *rmax, int *any_heat)
 {
-    double rl = NAN, Vl = 0, el = 0, em = *emax;
+    double l0 = b0[0], l1 = b0[1], l2 = b0[2], h0 = b1[0], h1 = b1[1], h2 = b1[2], rm = *rmax;
     int ah = *any_heat;
     for (long i = i0; i < i1; i++) {
-        if (!(r[i] == rl)) { rl = r[i]; Vl = vp_volume(rl); el = width * cbrt(Vl); }
-        V[i] = Vl;
-        e[i] = el;
-        if (el > em) em = el;
-        T[i] = vp_temperature_from_density(rho0, d[i]);
+        const double cx = x[3 * i], cy = x[3 * i + 1], cz = x[3 * i + 2];
+        l0 = cx < l0 ? cx : l0; h0 = cx > h0 ? cx : h0;
+        l1 = cy < l1 ? cy : l1; h1 = cy > h1 ? cy : h1;
+        l2 = cz < l2 ? cz : l2; h2 = cz > h2 ? cz : h2;
+        rm = r[i] > rm ? r[i] : rm;
         ah |= d[i] != 0.0;
     }
-    *emax = em; *any_heat = ah;
+    b0[0] = l0; b0[1] = l1; b0[2] = l2; b1[0] = h0; b1[1] = h1; b1[2] = h2;
+    *rmax = rm; *any_heat = ah;
 }
 
 /* The box of the vortons' positions inside the robust limits (diffuse_pass's loop body). */
@@ -640,23 +635,40 @@ static void pse_setup(long i0, long i1, const double *restrict r, const double *
         if (cz >= lim_lo[2] && cz <= lim_hi[2]) { lo2 = cz < lo2 ? cz : lo2; hi2 = cz > hi2 ? cz : hi2; } \
     } while (0)
 
-/* The sorted arrays (pse_sorted) of sorted vortons [q0, q1), and their sums zeroed. */
-static void pse_fill(const pse_sorted *S, long q0, long q1, const double *restrict e, const double *restrict nui,
-                     const double *restrict V, const double *restrict w, const double *restrict T)
+/* diffuse_pass's per-vorton inputs, in the vortons' order (pse_fill). */
+typedef struct {
+    const double *x, *r, *d, *w, *jac;
+    const vp_grid *g;
+    double rho0, width, nu, cs, dt_step;
+} pse_input;
+
+/* The sorted arrays (pse_sorted) of sorted vortons [q0, q1), and their sums zeroed.  Per
+ * vorton it computes here what the exchange needs (physics.md 2.5): the volume V, the PSE
+ * spacing e = width V^(1/3), the viscosity nu_i (pse_viscosity) and, with heat, the
+ * temperature T; each by the sorted vorton's thread, which reads them next in the pair loop
+ * (computed in the vortons' order beforehand, by whichever thread, at two threads the fill
+ * took twice as long a vorton, its inputs last written by the other core).  The cube root is
+ * taken once per run of equal radii (most sets have a single radius). */
+VP_CLONES
+static void pse_fill(const pse_sorted *S, long q0, long q1, const pse_input *in)
 {
     const size_t n = S->n;
     const size_t *order = S->order;
-    const double *xs = S->xs, *lo = S->lo;
+    const double *xs = S->xs, *lo = S->lo, *x = in->x, *r = in->r, *d = in->d, *w = in->w;
     float *restrict RF = S->RF;
     double *restrict Vs = S->V, *restrict OC = S->OC;
     vp_v4d *restrict W4 = S->W4, *restrict O4 = S->O4;
+    double rl = NAN, Vl = 0, el = 0;
     for (long qq = q0; qq < q1; qq++) {
         const size_t q = (size_t)qq, i = order[q];
+        if (!(r[i] == rl)) { rl = r[i]; Vl = vp_volume(rl); el = in->width * cbrt(Vl); }
+        const double nui = pse_viscosity(in->g, in->jac, x + 3 * i, el, in->nu, in->cs, in->width, in->dt_step);
         RF[q] = (float)(xs[3 * i] - lo[0]); RF[n + q] = (float)(xs[3 * i + 1] - lo[1]);
-        RF[2 * n + q] = (float)(xs[3 * i + 2] - lo[2]); RF[3 * n + q] = (float)e[i];
-        RF[4 * n + q] = 0.5f * (float)nui[i]; RF[5 * n + q] = (float)V[i];
-        Vs[q] = V[i]; OC[q] = 0;
-        const vp_v4d w4 = {w[3 * i], w[3 * i + 1], w[3 * i + 2], S->heat ? T[i] : 1.0}, z = {0, 0, 0, 0};
+        RF[2 * n + q] = (float)(xs[3 * i + 2] - lo[2]); RF[3 * n + q] = (float)el;
+        RF[4 * n + q] = 0.5f * (float)nui; RF[5 * n + q] = (float)Vl;
+        Vs[q] = Vl; OC[q] = 0;
+        const vp_v4d w4 = {w[3 * i], w[3 * i + 1], w[3 * i + 2],
+                           S->heat ? vp_temperature_from_density(in->rho0, d[i]) : 1.0}, z = {0, 0, 0, 0};
         W4[q] = w4; O4[q] = z;
     }
 }
@@ -664,13 +676,13 @@ static void pse_fill(const pse_sorted *S, long q0, long q1, const double *restri
 /* The exchange of sorted vorton q, back in the vortons' order (each vorton once: no two
  * threads share one): vorticity += f O4 (viscous), temperature += kdt O4's fourth lane
  * (with heat, as density). */
-static inline void pse_exchange(const pse_sorted *S, long qq, double *restrict w, double *restrict d,
-                                const double *restrict T, double f, double kdt, double rho0, int viscous, int any_heat)
+static inline void pse_exchange(const pse_sorted *S, long qq, double *restrict w, double *restrict d, double f,
+                                double kdt, double rho0, int viscous, int any_heat)
 {
     const size_t q = (size_t)qq, i = S->order[q];
     const vp_v4d o = S->O4[q];
     if (viscous) { w[3 * i] += f * o[0]; w[3 * i + 1] += f * o[1]; w[3 * i + 2] += f * o[2]; }
-    if (any_heat) d[i] = vp_density_from_temperature(rho0, T[i] + kdt * o[3]);
+    if (any_heat) d[i] = vp_density_from_temperature(rho0, S->W4[q][3] + kdt * o[3]); /* T_i + kdt dT_i */
 }
 
 /* The diffusion's cell list of the n positions x over the box lo..hi (turned in place to the
@@ -737,40 +749,35 @@ static int diffuse_pass(vp_sim *s, double dt)
     double *w = v->vorticity->data, *d = v->density->data;
     double rho0 = s->params.ambient_density, dt_step = s->params.dt;
     double width = s->params.pse_width, cut = s->params.pse_cutoff;
-    /* scratch: spacing e_i (1), volume (1), temperature (1), nu_i (1), then the sorted arrays
-     * (pse_sorted: 6 float fields, V, OC, W4 and O4: PSE_NS doubles a vorton, below, and 4 to
-     * align W4 to 32 bytes).  Kept by the sim between steps: a fresh 120 MB block for 1e6
-     * vortons came from mmap every step, and faulting its pages in took ~10% of the step and
-     * did not scale with threads. */
-    double *sc = vp_sim_scratch(s, (4 + PSE_NS) * n + 4);
+    /* scratch: the sorted arrays (pse_sorted: 6 float fields, V, OC, W4 and O4: PSE_NS doubles
+     * a vorton, below, and 4 to align W4 to 32 bytes).  Kept by the sim between steps: a
+     * fresh 120 MB block for 1e6 vortons came from mmap every step, and faulting its pages in
+     * took ~10% of the step and did not scale with threads. */
+    double *sc = vp_sim_scratch(s, PSE_NS * n + 4);
     if (!sc) return VP_ERR_NOMEM;
-    double *e = sc, *V = sc + n, *T = sc + 2 * n, *nui = sc + 3 * n;
-    double emax = 0, lo0 = INFINITY, lo1 = INFINITY, lo2 = INFINITY, hi0 = -INFINITY, hi1 = -INFINITY, hi2 = -INFINITY;
+    double rmax = 0, b0[3] = {INFINITY, INFINITY, INFINITY}, b1[3] = {-INFINITY, -INFINITY, -INFINITY};
     double lim_lo[3], lim_hi[3]; /* outliers go to the edge cells: they sit far from all */
     int any_heat = 0, threads = vp_threads(s);
-    /* Per vorton: volume, spacing, temperature and viscosity (pse_setup, eddy_viscosity); the
-     * robust limits of the positions; then the box of the positions inside them, and the cell
-     * list over it (pse_cell_list).  min and max are exact, so the box does not depend on the
-     * thread count.  With a team, thread 0 takes the limits' sample and selections while the
-     * others take the vortons in chunks (thread 0 joins them after): at ball_through_smoke's
-     * 512 vortons the limits (3.3 us) were serial, as long as the rest together.  Up to
-     * PSE_SPECULATE_MAX vortons, the cell list is built meanwhile too, by thread 1 once the
-     * chunks are done, over the box of all the positions: that is the box inside the limits
-     * exactly when it lies inside them, as it does in nearly every step (in 600 steps of each
-     * scene, all but one); otherwise it is built again over the right box.  (Built after the
-     * limits, the box, the axes' copy and the sort on one thread, it had ball_through_smoke's
-     * diffusion at 2 threads take 55.8 us, 53.5 so; above 4096 vortons, where the team's sort
-     * counts, hot_ball's largest sets were 1-4% slower so.) */
+    /* The set-up: the robust limits of the positions; the box of the positions, their largest
+     * radius (the cell size is half the cutoff at the largest PSE spacing) and whether any
+     * density differs from the ambient (pse_scan); then the cell list over the box
+     * (pse_cell_list).  The box of all the positions is the box inside the limits exactly when
+     * it lies inside them, as it does in nearly every step (in 600 steps of each scene, all
+     * but one); otherwise the positions are scanned again with the limits (PSE_BOX).  min and
+     * max are exact, so the box does not depend on the thread count.  With a team, thread 0
+     * takes the limits' sample and selections while the others scan; up to
+     * PSE_SPECULATE_MAX vortons the last thread scans them all and builds the list meanwhile,
+     * which is then dropped in the rare step whose box was not inside the limits.  (At
+     * ball_through_smoke's 512 vortons the limits take 3.3 us and the scan and the list 4 us;
+     * built after the limits, on one thread, the list had the phase at 2 threads take 55.8 us,
+     * 53.5 so; above 4096 vortons, where the team's sort counts, hot_ball's largest sets
+     * were 1-4% slower so.) */
     const long sch = (long)n / (16 * threads) > 256 ? (long)n / (16 * threads) : 256, nsc = ((long)n + sch - 1) / sch;
     double *xperm = NULL; /* the positions along the cell list's axes, unless x's own */
     vp_bins bins;
     int have_list = 0, spec_st = VP_OK;
     double lo[3], hi[3];
     if (threads > 1 && nsc > 1 && n <= PSE_SPECULATE_MAX) {
-        double *cm = malloc(8 * (size_t)nsc * sizeof(double)); /* per chunk: max spacing, any heat, box */
-        if (!cm) return VP_ERR_NOMEM;
-        double plo[3] = {INFINITY, INFINITY, INFINITY}, phi[3] = {-INFINITY, -INFINITY, -INFINITY};
-        long next = 0, ndone = 0;
 #pragma omp parallel num_threads(threads)
         {
             int me = 0, nth = 1;
@@ -778,71 +785,57 @@ static int diffuse_pass(vp_sim *s, double dt)
             me = omp_get_thread_num(); nth = omp_get_num_threads();
 #endif
             if (me == 0) vp_robust_limits_serial(s, 0, lim_lo, lim_hi);
-            for (long c; (c = vp_claim(&next)) < nsc;) {
-                const long i0 = c * sch, i1 = vp_block_end(c, sch, (long)n);
-                double em = 0;
-                int ah = 0;
-                pse_setup(i0, i1, r, d, rho0, width, V, e, T, &em, &ah);
-                eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, i0, i1, nui);
-                double *q = cm + 8 * c;
-                q[0] = em; q[1] = ah;
-                for (int a = 0; a < 3; a++) { q[2 + a] = INFINITY; q[5 + a] = -INFINITY; }
-                for (long i = i0; i < i1; i++)
-                    for (int a = 0; a < 3; a++) {
-                        const double xa = x[3 * i + a];
-                        q[2 + a] = xa < q[2 + a] ? xa : q[2 + a]; q[5 + a] = xa > q[5 + a] ? xa : q[5 + a];
-                    }
-                __atomic_add_fetch(&ndone, 1, __ATOMIC_RELEASE);
-            }
-            if (me == (nth > 1 ? 1 : 0)) {
-                vp_wait_count(&ndone, nsc);
-                for (long c = 0; c < nsc; c++) {
-                    const double *q = cm + 8 * c;
-                    emax = q[0] > emax ? q[0] : emax; any_heat |= q[1] != 0;
-                    for (int a = 0; a < 3; a++) { plo[a] = q[2 + a] < plo[a] ? q[2 + a] : plo[a]; phi[a] = q[5 + a] > phi[a] ? q[5 + a] : phi[a]; }
-                }
-                for (int a = 0; a < 3; a++) {
-                    lo[a] = plo[a] <= phi[a] ? plo[a] : 0; hi[a] = plo[a] <= phi[a] ? phi[a] : 0;
-                }
-                spec_st = pse_cell_list(n, x, lo, hi, 0.5 * cut * emax, 1, &xperm, &bins);
+            if (me == nth - 1) {
+                pse_scan(0, (long)n, x, r, d, b0, b1, &rmax, &any_heat);
+                for (int a = 0; a < 3; a++) { lo[a] = b0[a] <= b1[a] ? b0[a] : 0; hi[a] = b0[a] <= b1[a] ? b1[a] : 0; }
+                spec_st = pse_cell_list(n, x, lo, hi, 0.5 * cut * width * cbrt(vp_volume(rmax)), 1, &xperm, &bins);
             }
         }
-        free(cm);
         if (spec_st) return spec_st;
-        have_list = 1; /* unless a coordinate lies beyond the limits: */
-        for (int a = 0; a < 3; a++) have_list &= !(plo[a] <= phi[a]) || (plo[a] >= lim_lo[a] && phi[a] <= lim_hi[a]);
-        if (!have_list) {
-            free(xperm); xperm = NULL; vp_bins_free(&bins);
-            for (long i = 0; i < (long)n; i++) PSE_BOX(i);
-        }
+        have_list = 1;
     } else if (threads > 1 && nsc > 1) {
+        double *cm = malloc(8 * (size_t)nsc * sizeof(double)); /* per chunk: largest radius, any heat, box */
+        if (!cm) return VP_ERR_NOMEM;
         long next = 0;
-#pragma omp parallel num_threads(threads) reduction(max : emax, hi0, hi1, hi2) reduction(min : lo0, lo1, lo2) \
-    reduction(| : any_heat)
+#pragma omp parallel num_threads(threads)
         {
 #ifdef _OPENMP
             if (omp_get_thread_num() == 0)
 #endif
                 vp_robust_limits_serial(s, 0, lim_lo, lim_hi);
             for (long c; (c = vp_claim(&next)) < nsc;) {
-                const long i0 = c * sch, i1 = vp_block_end(c, sch, (long)n);
-                pse_setup(i0, i1, r, d, rho0, width, V, e, T, &emax, &any_heat);
-                eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, i0, i1, nui);
+                double *q = cm + 8 * c;
+                int ah = 0;
+                q[0] = 0;
+                for (int a = 0; a < 3; a++) { q[2 + a] = INFINITY; q[5 + a] = -INFINITY; }
+                pse_scan(c * sch, vp_block_end(c, sch, (long)n), x, r, d, q + 2, q + 5, &q[0], &ah);
+                q[1] = ah;
             }
-#pragma omp barrier
-#pragma omp for schedule(static)
-            for (long i = 0; i < (long)n; i++) PSE_BOX(i);
         }
+        for (long c = 0; c < nsc; c++) {
+            const double *q = cm + 8 * c;
+            rmax = q[0] > rmax ? q[0] : rmax; any_heat |= q[1] != 0;
+            for (int a = 0; a < 3; a++) { b0[a] = q[2 + a] < b0[a] ? q[2 + a] : b0[a]; b1[a] = q[5 + a] > b1[a] ? q[5 + a] : b1[a]; }
+        }
+        free(cm);
     } else {
         vp_robust_limits(s, 0, lim_lo, lim_hi);
-        pse_setup(0, (long)n, r, d, rho0, width, V, e, T, &emax, &any_heat);
-        eddy_viscosity(&s->grid, s->grid_jacobian, x, e, nu, cs, width, dt_step, 0, (long)n, nui);
+        pse_scan(0, (long)n, x, r, d, b0, b1, &rmax, &any_heat);
+    }
+    const double emax = width * cbrt(vp_volume(rmax)); /* the largest spacing (pse_fill's) */
+    int inside = 1;
+    for (int a = 0; a < 3; a++) inside &= !(b0[a] <= b1[a]) || (b0[a] >= lim_lo[a] && b1[a] <= lim_hi[a]);
+    if (!inside) { /* an outlier: the box inside the limits */
+        if (have_list) { free(xperm); xperm = NULL; vp_bins_free(&bins); have_list = 0; }
+        double lo0 = INFINITY, lo1 = INFINITY, lo2 = INFINITY, hi0 = -INFINITY, hi1 = -INFINITY, hi2 = -INFINITY;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(min : lo0, lo1, lo2) reduction(max : hi0, hi1, hi2) \
+    if (threads > 1 && n > PSE_SPECULATE_MAX)
         for (long i = 0; i < (long)n; i++) PSE_BOX(i);
+        b0[0] = lo0; b0[1] = lo1; b0[2] = lo2; b1[0] = hi0; b1[1] = hi1; b1[2] = hi2;
     }
     if (kappa <= 0) any_heat = 0;
     if (!have_list) {
-        lo[0] = lo0; lo[1] = lo1; lo[2] = lo2; hi[0] = hi0; hi[1] = hi1; hi[2] = hi2;
-        for (int a = 0; a < 3; a++) if (!(lo[a] <= hi[a])) { lo[a] = 0; hi[a] = 0; }
+        for (int a = 0; a < 3; a++) { lo[a] = b0[a] <= b1[a] ? b0[a] : 0; hi[a] = b0[a] <= b1[a] ? b1[a] : 0; }
         if (pse_cell_list(n, x, lo, hi, 0.5 * cut * emax, threads, &xperm, &bins)) return VP_ERR_NOMEM;
     }
     const double *xs = xperm ? xperm : x; /* the positions along the cell list's axes */
@@ -859,7 +852,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     /* the sorted arrays (pse_sorted) and their zeroed sums */
     pse_sorted S;
     {
-        double *b = sc + 4 * n;
+        double *b = sc;
         S.n = n; S.heat = any_heat; S.xs = xs; S.lo = lo; S.order = order;
         S.RF = (float *)b; /* 6 n floats */
         S.V = b + 3 * n; S.OC = b + 4 * n;
@@ -867,6 +860,7 @@ static int diffuse_pass(vp_sim *s, double dt)
         a = (a + 31) & ~(uintptr_t)31;
         S.W4 = (vp_v4d *)a; S.O4 = S.W4 + n;
     }
+    const pse_input in = {x, r, d, w, s->grid_jacobian, &s->grid, rho0, width, nu, cs, dt_step};
     /* Each pair once.  A row of cells (fixed cy, cz) takes its pairs with itself and with its
      * 12 "forward" rows (dz = 0 and dy = 1..2, or dz = 1..2 and dy = -2..2): every pair of
      * rows within +-2 cells is then handled exactly once.  The 13 rows are copied into one
@@ -964,10 +958,10 @@ static int diffuse_pass(vp_sim *s, double dt)
         }
         const size_t q0 = pse_block_start(nc, start, nyb, k0), q1 = pse_block_start(nc, start, nyb, k1);
         if (owned) {
-            pse_fill(&S, (long)q0, (long)q1, e, nui, V, w, T);
+            pse_fill(&S, (long)q0, (long)q1, &in);
         } else {
             for (long c; (c = vp_claim(&fnext)) < nfc;) {
-                pse_fill(&S, c * fchunk, vp_block_end(c, fchunk, (long)n), e, nui, V, w, T);
+                pse_fill(&S, c * fchunk, vp_block_end(c, fchunk, (long)n), &in);
             }
         }
 #pragma omp barrier
@@ -1083,10 +1077,10 @@ static int diffuse_pass(vp_sim *s, double dt)
 #pragma omp for schedule(static) reduction(+ : nh)
             for (long q = 0; q < (long)n; q++) nh += f * pse_rate(&S, (size_t)q) > PSE_MAX_RATE;
             if (nh == 0 && owned) {
-                for (long q = (long)q0; q < (long)q1; q++) pse_exchange(&S, q, w, d, T, f, kappa * dt * norm, rho0, viscous, any_heat);
+                for (long q = (long)q0; q < (long)q1; q++) pse_exchange(&S, q, w, d, f, kappa * dt * norm, rho0, viscous, any_heat);
             } else if (nh == 0) {
 #pragma omp for schedule(static) nowait
-                for (long q = 0; q < (long)n; q++) pse_exchange(&S, q, w, d, T, f, kappa * dt * norm, rho0, viscous, any_heat);
+                for (long q = 0; q < (long)n; q++) pse_exchange(&S, q, w, d, f, kappa * dt * norm, rho0, viscous, any_heat);
             }
         }
     }
@@ -1097,7 +1091,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     free(xperm);
     if (nh > 0) { /* the exchange after the guard's corrections */
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > PSE_PARALLEL_MIN)
-        for (long q = 0; q < (long)n; q++) pse_exchange(&S, q, w, d, T, f, kappa * dt * norm, rho0, viscous, any_heat);
+        for (long q = 0; q < (long)n; q++) pse_exchange(&S, q, w, d, f, kappa * dt * norm, rho0, viscous, any_heat);
     }
     vp_bins_free(&bins);
     return VP_OK;
