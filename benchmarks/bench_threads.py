@@ -4,7 +4,9 @@
 
 Each scene is warmed up as in ``bench_scenes.py`` and saved; hot_ball is saved at several
 frames of its 330-930 stretch (``--hot-ball-states``), since its vorton count has no steady
-state.  Every repeat loads each saved state at 1 and at 2 threads (alternating which goes
+state, and ball_through_smoke at frames 10, 100, 200 and 290 of the 300 its run takes
+(``--bts-frames``): its 512 vortons go from a long thin slab to a wider, shorter cloud behind
+the ball, and the diffusion's parallel tasks change with that shape.  Every repeat loads each saved state at 1 and at 2 threads (alternating which goes
 first), steps once (allocations, the thread team) and times the next ``--steps`` steps; those
 steps do the same work in every repeat, so per (state, step, thread count, phase) the repeats
 differ only by what else the machine did meanwhile.  Two estimates per phase are printed:
@@ -41,11 +43,17 @@ PHASES = ["domain", "velocity", "stretch", "baroclinic", "diffuse", "advect_vort
 MEMORY_BOUND = {"advect_tracers"}  # judged against the bandwidth (bench_scenes.py), not 1.7x
 
 
-def saved_states(name, tmpdir, hot_ball_states, warm):
+def saved_states(name, tmpdir, hot_ball_states, warm, bts_frames=()):
     """Paths of the saved states to time for one scene."""
     sim = getattr(vp.scenes, name)(threads=2)
     paths = []
-    if name == "hot_ball":
+    if name == "ball_through_smoke" and bts_frames:
+        for f in sorted(bts_frames):
+            sim.step(f - sim.frame)
+            p = os.path.join(tmpdir, f"{name}_{sim.frame}.npz")
+            sim.save(p)
+            paths.append(p)
+    elif name == "hot_ball":
         sim.step(330)
         gap = 600 // max(hot_ball_states, 1)
         for k in range(hot_ball_states):
@@ -80,6 +88,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=15, help="loads of each state per thread count (default 15)")
     ap.add_argument("--steps", type=int, default=3, help="timed steps after each load (default 3)")
     ap.add_argument("--hot-ball-states", type=int, default=10, help="hot_ball states over frames 330-930 (default 10)")
+    ap.add_argument("--bts-frames", type=lambda t: [int(f) for f in t.split(",") if f], default=[10, 100, 200, 290],
+                    help="ball_through_smoke's states: frames, comma-separated (default 10,100,200,290)")
     ap.add_argument("--warmup", type=int, default=10, help="warm-up frames of the other scenes (default 10)")
     ap.add_argument("--min-ms", type=float, default=0.02,
                     help="phases below this many ms a step at 1 thread are not judged (default 0.02)")
@@ -90,7 +100,7 @@ def main(argv=None):
     C.wait_quiet(30)
     ceil_before = C.compute_rate(2) / C.compute_rate(1)
     tmpdir = tempfile.mkdtemp(prefix="vortonpy-threads-")
-    paths = {name: saved_states(name, tmpdir, a.hot_ball_states, a.warmup) for name in a.scenes}
+    paths = {name: saved_states(name, tmpdir, a.hot_ball_states, a.warmup, a.bts_frames) for name in a.scenes}
     # per (scene, state, step, threads): a list over repeats of {phase: ms}.  Each repeat goes
     # over every scene, so a noisy spell falls on all of them alike.
     rec = {}
