@@ -607,23 +607,31 @@ static void pse_tasks_list(const int nc[3], const size_t *start, int nyb, long n
     *maxc_out = maxc;
 }
 
-/* Vortons [i0, i1): the box of their positions into b0, b1 (widened), their largest radius
- * into *rmax and whether any density differs from the ambient into *any_heat. */
+/* Vortons [i0, i1): the box of their positions into b0, b1 (widened), their largest PSE
+ * spacing e = width V^(1/3) into *emax (the cell list's cell is half the cutoff at it) and
+ * whether any density differs from the ambient into *any_heat.  The largest spacing is taken
+ * over the vortons' own spacings, as pse_fill computes them (the cube root once per run of
+ * equal radii), not from the largest radius: radii a unit in the last place apart (hot_ball's
+ * 3 distinct radii of 1083 vortons at frame 70) gave spacings in the other order. */
 static void pse_scan(long i0, long i1, const double *restrict x, const double *restrict r, const double *restrict d,
-                     double b0[3], double b1[3], double *rmax, int *any_heat)
+                     double width, double b0[3], double b1[3], double *emax, int *any_heat)
 {
-    double l0 = b0[0], l1 = b0[1], l2 = b0[2], h0 = b1[0], h1 = b1[1], h2 = b1[2], rm = *rmax;
+    double l0 = b0[0], l1 = b0[1], l2 = b0[2], h0 = b1[0], h1 = b1[1], h2 = b1[2], em = *emax, rl = NAN;
     int ah = *any_heat;
     for (long i = i0; i < i1; i++) {
         const double cx = x[3 * i], cy = x[3 * i + 1], cz = x[3 * i + 2];
         l0 = cx < l0 ? cx : l0; h0 = cx > h0 ? cx : h0;
         l1 = cy < l1 ? cy : l1; h1 = cy > h1 ? cy : h1;
         l2 = cz < l2 ? cz : l2; h2 = cz > h2 ? cz : h2;
-        rm = r[i] > rm ? r[i] : rm;
+        if (!(r[i] == rl)) {
+            rl = r[i];
+            const double el = width * cbrt(vp_volume(rl));
+            em = el > em ? el : em;
+        }
         ah |= d[i] != 0.0;
     }
     b0[0] = l0; b0[1] = l1; b0[2] = l2; b1[0] = h0; b1[1] = h1; b1[2] = h2;
-    *rmax = rm; *any_heat = ah;
+    *emax = em; *any_heat = ah;
 }
 
 /* The box of the vortons' positions inside the robust limits (diffuse_pass's loop body). */
@@ -770,11 +778,11 @@ static int diffuse_pass(vp_sim *s, double dt)
      * took ~10% of the step and did not scale with threads. */
     double *sc = vp_sim_scratch(s, PSE_NS * n + 4);
     if (!sc) return VP_ERR_NOMEM;
-    double rmax = 0, b0[3] = {INFINITY, INFINITY, INFINITY}, b1[3] = {-INFINITY, -INFINITY, -INFINITY};
+    double emax = 0, b0[3] = {INFINITY, INFINITY, INFINITY}, b1[3] = {-INFINITY, -INFINITY, -INFINITY};
     double lim_lo[3], lim_hi[3]; /* outliers go to the edge cells: they sit far from all */
     int any_heat = 0, threads = vp_threads(s);
     /* The set-up: the robust limits of the positions; the box of the positions, their largest
-     * radius (the cell size is half the cutoff at the largest PSE spacing) and whether any
+     * PSE spacing (the cell size is half the cutoff at it) and whether any
      * density differs from the ambient (pse_scan); then the cell list over the box
      * (pse_cell_list).  The box of all the positions is the box inside the limits exactly when
      * it lies inside them, as it does in nearly every step (in 600 steps of each scene, all
@@ -801,15 +809,15 @@ static int diffuse_pass(vp_sim *s, double dt)
 #endif
             if (me == 0) vp_robust_limits_serial(s, 0, lim_lo, lim_hi);
             if (me == nth - 1) {
-                pse_scan(0, (long)n, x, r, d, b0, b1, &rmax, &any_heat);
+                pse_scan(0, (long)n, x, r, d, width, b0, b1, &emax, &any_heat);
                 for (int a = 0; a < 3; a++) { lo[a] = b0[a] <= b1[a] ? b0[a] : 0; hi[a] = b0[a] <= b1[a] ? b1[a] : 0; }
-                spec_st = pse_cell_list(n, x, lo, hi, 0.5 * cut * width * cbrt(vp_volume(rmax)), 1, &xperm, &bins);
+                spec_st = pse_cell_list(n, x, lo, hi, 0.5 * cut * emax, 1, &xperm, &bins);
             }
         }
         if (spec_st) return spec_st;
         have_list = 1;
     } else if (threads > 1 && nsc > 1) {
-        double *cm = malloc(8 * (size_t)nsc * sizeof(double)); /* per chunk: largest radius, any heat, box */
+        double *cm = malloc(8 * (size_t)nsc * sizeof(double)); /* per chunk: largest spacing, any heat, box */
         if (!cm) return VP_ERR_NOMEM;
         long next = 0;
 #pragma omp parallel num_threads(threads)
@@ -823,21 +831,20 @@ static int diffuse_pass(vp_sim *s, double dt)
                 int ah = 0;
                 q[0] = 0;
                 for (int a = 0; a < 3; a++) { q[2 + a] = INFINITY; q[5 + a] = -INFINITY; }
-                pse_scan(c * sch, vp_block_end(c, sch, (long)n), x, r, d, q + 2, q + 5, &q[0], &ah);
+                pse_scan(c * sch, vp_block_end(c, sch, (long)n), x, r, d, width, q + 2, q + 5, &q[0], &ah);
                 q[1] = ah;
             }
         }
         for (long c = 0; c < nsc; c++) {
             const double *q = cm + 8 * c;
-            rmax = q[0] > rmax ? q[0] : rmax; any_heat |= q[1] != 0;
+            emax = q[0] > emax ? q[0] : emax; any_heat |= q[1] != 0;
             for (int a = 0; a < 3; a++) { b0[a] = q[2 + a] < b0[a] ? q[2 + a] : b0[a]; b1[a] = q[5 + a] > b1[a] ? q[5 + a] : b1[a]; }
         }
         free(cm);
     } else {
         vp_robust_limits(s, 0, lim_lo, lim_hi);
-        pse_scan(0, (long)n, x, r, d, b0, b1, &rmax, &any_heat);
+        pse_scan(0, (long)n, x, r, d, width, b0, b1, &emax, &any_heat);
     }
-    const double emax = width * cbrt(vp_volume(rmax)); /* the largest spacing (pse_fill's) */
     int inside = 1;
     for (int a = 0; a < 3; a++) inside &= !(b0[a] <= b1[a]) || (b0[a] >= lim_lo[a] && b1[a] <= lim_hi[a]);
     if (!inside) { /* an outlier: the box inside the limits */
