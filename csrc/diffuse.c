@@ -582,6 +582,48 @@ static void pse_owned_list(int me, int nth, const long *bounds, const long tcoun
     *off = before; *len = m;
 }
 
+/* The pair loop's tasks in critical-path order (diffuse_pass, a team without owned runs): each
+ * task's bottom level, its estimated cost plus the largest bottom level of the later-colour
+ * tasks that wait for it (those whose blocks share rows with its block: planes within 2,
+ * blocks within 1), computed latest colour first into bl (per place in the sequence,
+ * pse_task_at), and the places sorted by it, largest first, into L.  kmap (nc[2] nyb) maps a
+ * block key to its task's place, -1 for none.  A task's bottom level exceeds its successors'
+ * (every cost is positive), so the order is one the waits allow.  Taken in colour order, the
+ * tasks of a sparse cloud left a thread waiting for a chain of dependent tasks while the
+ * tasks off that chain ran first; a schedule of ball_through_smoke's measured task times
+ * (frames 100-290) puts colour order at 1.70-1.83x from a second thread, the longest chain
+ * first at 1.75-1.90x (frame 100's chain is 57% of its work: 1.75x is its bound). */
+static void pse_prio_list(const int nc[3], int nyb, const long tcount[6], const pse_task *tasks, long ntask_max,
+                          long total, long *kmap, double *bl, long *L)
+{
+    const long nk = (long)nc[2] * nyb;
+    for (long k = 0; k < nk; k++) kmap[k] = -1;
+    for (long g = 0; g < total; g++) {
+        int col = 0;
+        const pse_task *tk = pse_task_at(g, tcount, tasks, ntask_max, &col); /* (sets col: a statement of its own) */
+        kmap[pse_task_key(tk, col, nyb)] = g;
+    }
+    for (long g = total - 1; g >= 0; g--) {
+        int col = 0;
+        const pse_task *tk = pse_task_at(g, tcount, tasks, ntask_max, &col);
+        const long key = pse_task_key(tk, col, nyb);
+        const int cz = (int)(key / nyb), yb = (int)(key % nyb);
+        double m = 0;
+        for (int z = cz - 2; z <= cz + 2; z++)
+            for (int y = yb - 1; y <= yb + 1; y++) {
+                if (z < 0 || z >= nc[2] || y < 0 || y >= nyb || (z % 3) + 3 * (y % 2) <= col) continue;
+                const long h = kmap[(long)z * nyb + y];
+                if (h >= 0 && bl[h] > m) m = bl[h];
+            }
+        bl[g] = tk->cost + m;
+    }
+    for (long g = 0; g < total; g++) { /* insertion sort (tens of tasks), ties in sequence order */
+        long k = g;
+        for (; k > 0 && bl[L[k - 1]] < bl[g]; k--) L[k] = L[k - 1];
+        L[k] = g;
+    }
+}
+
 /* The pair loop's tasks (diffuse_pass): for each of the 6 colours, the blocks of rows that
  * hold vortons, tl = tasks + colour * ntask_max, tcount[colour] of them, longest first by the
  * estimate sum over their rows of (own vortons) x (batch size); *maxc: the largest batch. */
@@ -754,6 +796,11 @@ static inline int pse_ready(const long *done, const int nc[3], int nyb, long kk,
  * (diffuse_pass). */
 #define PSE_OWNER_MAX 4096
 #define PSE_OWNED_THREADS 64
+/* A team without owned runs takes the tasks in critical-path order (pse_prio_list) up to this
+ * many tasks, looking up to PSE_PRIO_WINDOW untaken ones ahead for a ready one; above it, in
+ * colour order, longest first, claimed in turn (thousands of tasks balance either way). */
+#define PSE_PRIO_MAX 1024
+#define PSE_PRIO_WINDOW 16
 
 /* One explicit PSE exchange of length dt (the eddy viscosity's cap uses the step's dt). */
 static int diffuse_pass(vp_sim *s, double dt)
@@ -915,7 +962,11 @@ static int diffuse_pass(vp_sim *s, double dt)
      * with (writes to the same rows: planes within 2 and blocks within 1), by their flags in
      * done (one a block of a plane; 1 for blocks without work).  Every output still takes its
      * contributions in colour order, so the bits are the barriers' (at ball_through_smoke's
-     * ~7 tasks a colour, two threads waited at each barrier for a task-time and a half). */
+     * ~7 tasks a colour, two threads waited at each barrier for a task-time and a half).
+     * A team without owned runs and with up to PSE_PRIO_MAX tasks takes them instead in
+     * critical-path order (pse_prio_list: thread 0 builds it beside the fill), each thread
+     * the first untaken task in that order whose waits are met; one thread takes them in
+     * colour order (no waits to meet, and a claim stays one fetch-and-add). */
     const long fchunk = n / (8 * (size_t)threads) > 128 ? (long)(n / (8 * (size_t)threads)) : 128;
     const long nfc = ((long)n + fchunk - 1) / fchunk;
     int nomem = 0;
@@ -954,6 +1005,13 @@ static int diffuse_pass(vp_sim *s, double dt)
     long *bounds = olist ? olist + 6 * ntask_max : NULL;
     long split = 0; /* bounds made (owned) */
     if (owned && !pcost) { free(tasks); free(done); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
+    /* (a team without owned runs) the critical-path order: per block its task's place, per
+     * task its bottom level, the order (pse_prio_list); whether it is used (thread 0 decides,
+     * by the number of tasks) */
+    long *kmap = threads > 1 && !owned ? malloc(nk * sizeof(long) + 6 * (size_t)ntask_max * (sizeof(double) + sizeof(long))) : NULL;
+    double *blv = kmap ? (double *)(kmap + nk) : NULL;
+    long *plist = blv ? (long *)(blv + 6 * ntask_max) : NULL;
+    int prio = 0;
 #pragma omp parallel num_threads(threads)
     {
         int me = 0, nth = 1;
@@ -978,6 +1036,10 @@ static int diffuse_pass(vp_sim *s, double dt)
                 for (long t = 0; t < tcount[col]; t++) done[pse_task_key(tasks + (size_t)col * (size_t)ntask_max + t, col, nyb)] = 0;
                 total += tcount[col];
             }
+            if (kmap && total <= PSE_PRIO_MAX) {
+                pse_prio_list(nc, nyb, tcount, tasks, ntask_max, total, kmap, blv, plist);
+                prio = 1;
+            }
         }
         if (owned) {
             vp_wait_flag(&split);
@@ -997,6 +1059,7 @@ static int diffuse_pass(vp_sim *s, double dt)
             __atomic_store_n(&cur[8 * me + 1], 1, __ATOMIC_RELEASE);
         }
         long pos[PSE_OWNED_THREADS] = {0}; /* (owned) per list, where its untaken tasks start */
+        long ppos = 0; /* (prio) where plist's untaken tasks start */
         const size_t fs = maxc + PSE_PAD; /* a float field's stride: the batch and its padding */
         float *bf = malloc(10 * fs * sizeof(float)); /* 5 fields, the key, 2 weights, V, c */
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
@@ -1034,6 +1097,28 @@ static int diffuse_pass(vp_sim *s, double dt)
                         left |= pos[t] < len;
                     }
                     if (g >= 0 || !left) break;
+                    if (spins < VP_SPIN_PAUSES) { vp_spin_pause(); spins++; } /* (as vp_wait_count) */
+                    else sched_yield();
+                }
+                if (g < 0) break;
+            } else if (prio) { /* the first ready task of the critical-path order */
+                for (int spins = 0;;) {
+                    for (long k = ppos, seen = 0; k < total && seen < PSE_PRIO_WINDOW; k++) {
+                        int cc = 0;
+                        const long gg = plist[k];
+                        const pse_task *tt = pse_task_at(gg, tcount, tasks, ntask_max, &cc); /* (sets cc first) */
+                        const long kk = pse_task_key(tt, cc, nyb);
+                        if (__atomic_load_n(&taken[kk], __ATOMIC_RELAXED)) {
+                            if (k == ppos) ppos++;
+                            continue;
+                        }
+                        seen++;
+                        if (pse_ready(done, nc, nyb, kk, cc) && !__atomic_exchange_n(&taken[kk], 1, __ATOMIC_ACQ_REL)) {
+                            g = gg;
+                            break;
+                        }
+                    }
+                    if (g >= 0 || ppos >= total) break;
                     if (spins < VP_SPIN_PAUSES) { vp_spin_pause(); spins++; } /* (as vp_wait_count) */
                     else sched_yield();
                 }
@@ -1134,7 +1219,7 @@ static int diffuse_pass(vp_sim *s, double dt)
             }
         }
     }
-    free(tasks); free(done); free(pcost);
+    free(tasks); free(done); free(pcost); free(kmap);
     if (nomem || (nh > 0 && pse_guard(&bins, &S, f, (float)(cut * cut), threads, (size_t)nh))) {
         free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM;
     }

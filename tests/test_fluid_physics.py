@@ -257,6 +257,30 @@ def test_pse_with_outliers_is_thread_independent():
             assert np.array_equal(out[0][1], other[1]), far
 
 
+def test_pse_sparse_cloud_is_thread_independent():
+    """A sparse cloud (a wake, a plume: fewer vortons than cells of the diffusion's cell list)
+    runs no owned runs; a team takes the pair loop's tasks in critical-path order, each
+    thread the first untaken task whose earlier-colour neighbours are done (diffuse.c,
+    pse_prio_list).  Any order that keeps those waits gives the colour order's sums, so heat
+    diffusion of a tube of vortons along the box's diagonal is bitwise the same at 1, 2, 3
+    and 8 threads (a task taken before its waits, or a wrong bottom level that puts a task
+    before one it waits for, fails or hangs this)."""
+    rng = np.random.default_rng(11)
+    n, e = 2000, 0.06
+    t = rng.uniform(-1, 1, n)
+    p = t[:, None] * np.array([1.0, 0.8, 1.2]) + 0.12 * rng.standard_normal((n, 3))
+    rad = radius_for_spacing(e) * rng.uniform(0.9, 1.1, n)
+    T = 1.0 + 0.3 * np.exp(-8 * t ** 2) + 0.01 * rng.standard_normal(n)
+    # the cell list's cell is half the cutoff at the largest spacing: far more cells than vortons
+    cell = 0.5 * vp.Sim().pse_cutoff * vp.Sim().pse_width * np.max(4 / 3 * np.pi * rad ** 3) ** (1 / 3)
+    cells = np.prod(np.ceil((p.max(0) - p.min(0)) / cell))
+    assert cells > 5 * n
+    out = [heat_step(p, rad, T, threads) for threads in (1, 2, 3, 8)]
+    assert np.any(out[0][1] != out[0][0])
+    for other in out[1:]:
+        assert np.array_equal(out[0][1], other[1])
+
+
 def test_large_step_is_the_same_at_any_thread_count():
     """Past 20000 vortons the cell list is sorted in parallel (each thread bins a share, the
     shares placed in thread order), the Poisson radius sums run in blocks, and the ages and
