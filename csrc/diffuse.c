@@ -143,8 +143,15 @@ static inline __attribute__((always_inline)) float pse_weights(int32_t mv, int32
         float inv = uniform ? invq : 1.0f / (0.5f * (eq + E[j])), inv2 = inv * inv;
         float x = r2 * (uniform ? sq : inv2 * -VP_LOG2E_F);
         const int inside = (x >= xcut) & (K[j] > kq) & (j < mi);
-        float xc = x > xcut ? x : xcut;
-        float gf = inside ? vp_exp2_negf(xc) * (uniform ? invq3 : inv2 * inv2 * inv) : 0.0f;
+        /* The weight for every lane, times 1 or 0: ex is finite and >= 0 (x is clamped to the
+         * cutoff), so gf is ex or +0, the same floats as a select.  Written as the select
+         * inside ? ex : 0, GCC 12 sank the exponential into the select's arm and then, under
+         * its default -ftrapping-math, would not if-convert that arm's float operations
+         * without AVX-512's masks: the x86-64-v3 (AVX2) and baseline clones of this loop ran
+         * scalar ("control flow in loop"), 1 candidate at a time instead of 8. */
+        const float xc = x > xcut ? x : xcut;
+        const float ex = vp_exp2_negf(xc) * (uniform ? invq3 : inv2 * inv2 * inv);
+        const float gf = ex * (float)inside;
         float gw = gf * (nq + NU[j]);
         G[j] = gf; GW[j] = gw;
         if (heat) { /* pse_guard's rate gc (without heat, the exchange sums it) */
