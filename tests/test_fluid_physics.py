@@ -351,13 +351,15 @@ def test_pse_guard_keeps_a_bunch_of_vortons_bounded():
     assert np.max(np.linalg.norm(w_unguarded, axis=1)) > 2 * np.max(np.linalg.norm(w, axis=1))
 
 
-def test_pse_avx512_packing_gives_the_same_bits_as_the_portable_one():
+def test_pse_simd_packings_give_the_same_bits_as_the_portable_one():
     """PSE packs the indices of the pairs inside the cutoff with AVX-512's compress where the
-    CPU has it, and with a portable table lookup elsewhere (diffuse.c); VORTONPY_NO_AVX512=1
-    makes a process take the portable path.  Both must list the same pairs in the same order,
-    so viscous and heat diffusion give the same bits (on a CPU without AVX-512 both runs take
-    the portable path and the test is trivially true).  hot_ball exchanges heat; the smoke
-    scene has none, so its fourth exchange lane carries the guard's rates instead."""
+    CPU has it, else with AVX2's table of masks, else with a portable table lookup
+    (diffuse.c); VORTONPY_NO_AVX512=1 rules out the first, VORTONPY_NO_AVX2=1 as well the
+    second.  All must list the same pairs in the same order, so viscous and heat diffusion
+    give the same bits (on a CPU without AVX-512 the first two runs take the same path; an
+    x86-64 CPU without AVX2 takes the portable one in all three).  hot_ball exchanges heat;
+    the smoke scene has none, so its fourth exchange lane carries the guard's rates
+    instead."""
     import os
     import subprocess
     import sys
@@ -371,10 +373,11 @@ def test_pse_avx512_packing_gives_the_same_bits_as_the_portable_one():
         )
         outs = []
         with tempfile.TemporaryDirectory() as d:
-            for flag in ("0", "1"):
+            for flag in ("00", "10", "11"):
                 out = os.path.join(d, f"s{flag}.npy")
-                env = child_env(VORTONPY_NO_AVX512=flag)
+                env = child_env(VORTONPY_NO_AVX512=flag[0], VORTONPY_NO_AVX2=flag[1])
                 r = subprocess.run([sys.executable, "-c", code, out], env=env, capture_output=True, text=True, cwd=d)
                 assert r.returncode == 0, r.stderr
                 outs.append(np.load(out))
-        assert outs[0].shape == outs[1].shape and np.array_equal(outs[0], outs[1]), scene
+        for other in outs[1:]:
+            assert outs[0].shape == other.shape and np.array_equal(outs[0], other), scene
