@@ -60,13 +60,14 @@ VP_GRID_INLINE void vp_grid_interp(const vp_grid *g, const double *restrict fiel
 }
 
 /* vp_grid_interp for the two widths of the hot loops, on whole vectors: the 3-component
- * fields (velocity, density gradient) as 4 lanes, the Jacobian's 9 as 8 lanes and one.  The
+ * fields (velocity, density gradient) as 4 lanes, the Jacobian's 9 as two 4-lane halves and one.  The
  * same arithmetic per component as vp_grid_interp.  The 4-lane loads of a 3-component field
  * read one double past a node's; the field must have VP_GRID_PAD doubles after its last node
  * (sim.c allocates them), and the extra lane is discarded. */
 #define VP_GRID_PAD 4
 typedef double vp_g4d __attribute__((vector_size(32)));
-typedef double vp_g8d __attribute__((vector_size(64)));
+/* (no 8-double type: vectors wider than AVX2's 32 bytes went through the stack there, see
+ * vp_grid_interp9) */
 /* lo + fx (hi - lo) on vectors of type T loaded (unaligned) from lo_p and hi_p */
 #define VP_LERP_ROW(T, lo_p, hi_p, fx) \
     __extension__({ T lo_, hi_; __builtin_memcpy(&lo_, lo_p, sizeof lo_); __builtin_memcpy(&hi_, hi_p, sizeof hi_); \
@@ -85,15 +86,22 @@ VP_GRID_INLINE void vp_grid_interp3(const vp_grid *g, const double *restrict fie
 VP_GRID_INLINE void vp_grid_interp9(const vp_grid *g, const double *restrict field, const double x[3],
                                    double *restrict out)
 {
+    /* Two 4-lane halves, not one 8-lane vector: on AVX2 GCC split the 8-lane operations and
+     * built each scalar weight's broadcast through the stack (8-byte stores read back by a
+     * 16-byte load, a failed forward: 40% of stretching on an AVX2 EPYC).  The same
+     * arithmetic per component. */
     const vp_grid_corners c = vp_grid_corners_of(g, field, 9, x);
-    vp_g8d a[4];
+    vp_g4d a[4], b[4];
     double a8[4];
     for (int q = 0; q < 4; q++) {
-        a[q] = VP_LERP_ROW(vp_g8d, c.p[q], c.p[q] + 9, c.fx);
+        a[q] = VP_LERP_ROW(vp_g4d, c.p[q], c.p[q] + 9, c.fx);
+        b[q] = VP_LERP_ROW(vp_g4d, c.p[q] + 4, c.p[q] + 13, c.fx);
         a8[q] = c.p[q][8] + c.fx * (c.p[q][17] - c.p[q][8]);
     }
-    const vp_g8d r = c.w[0] * a[0] + c.w[1] * a[1] + c.w[2] * a[2] + c.w[3] * a[3];
+    const vp_g4d r = c.w[0] * a[0] + c.w[1] * a[1] + c.w[2] * a[2] + c.w[3] * a[3];
+    const vp_g4d r2 = c.w[0] * b[0] + c.w[1] * b[1] + c.w[2] * b[2] + c.w[3] * b[3];
     __builtin_memcpy(out, &r, sizeof r);
+    __builtin_memcpy(out + 4, &r2, sizeof r2);
     out[8] = c.w[0] * a8[0] + c.w[1] * a8[1] + c.w[2] * a8[2] + c.w[3] * a8[3];
 }
 #endif
