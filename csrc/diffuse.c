@@ -179,15 +179,21 @@ static inline __attribute__((always_inline)) float pse_weights(int32_t mv, int32
         float inv = uniform ? invq : 1.0f / (0.5f * (eq + E[j])), inv2 = inv * inv;
         float x = r2 * (uniform ? sq : inv2 * -VP_LOG2E_F);
         const int inside = (x >= xcut) & (K[j] > kq) & (j < mi);
-        /* The weight for every lane, times 1 or 0: ex is finite and >= 0 (x is clamped to the
-         * cutoff), so gf is ex or +0, the same floats as a select.  Written as the select
-         * inside ? ex : 0, GCC 12 sank the exponential into the select's arm and then, under
-         * its default -ftrapping-math, would not if-convert that arm's float operations
-         * without AVX-512's masks: the x86-64-v3 (AVX2) and baseline clones of this loop ran
-         * scalar ("control flow in loop"), 1 candidate at a time instead of 8. */
+        /* The weight for every lane, then its bits ANDed with all ones or all zeros: exactly
+         * the select inside ? ex : +0, for every ex (inf and NaN too: a multiplication by
+         * (float) inside gave NaN for an infinite ex, the 1 / e^5 of vortons under ~1e-8 in
+         * radius, and the packing then took padding lanes past the batch).  Written as the
+         * select, GCC 12 sank the exponential into the select's arm and, under its default
+         * -ftrapping-math, would not if-convert that arm's float operations without
+         * AVX-512's masks: the x86-64-v3 (AVX2) and baseline clones of this loop ran scalar
+         * ("control flow in loop"), 1 candidate at a time instead of 8. */
         const float xc = x > xcut ? x : xcut;
         const float ex = vp_exp2_negf(xc) * (uniform ? invq3 : inv2 * inv2 * inv);
-        const float gf = ex * (float)inside;
+        uint32_t gb;
+        memcpy(&gb, &ex, sizeof gb);
+        gb &= 0u - (uint32_t)inside;
+        float gf;
+        memcpy(&gf, &gb, sizeof gf);
         float gw = gf * (nq + NU[j]);
         G[j] = gf; GW[j] = gw;
         if (heat) { /* pse_guard's rate gc (without heat, the exchange sums it) */
@@ -632,15 +638,23 @@ static void pse_owned_list(int me, int nth, const long *bounds, const long tcoun
  * task's bottom level, its estimated cost plus the largest bottom level of the later-colour
  * tasks that wait for it (those whose blocks share rows with its block: planes within 2,
  * blocks within 1), computed latest colour first into bl (per place in the sequence,
- * pse_task_at), and the places sorted by it, largest first, into L.  kmap (nc[2] nyb) maps a
+ * pse_task_at), and the places sorted by it, largest first, into L (P: scratch of total
+ * pairs).  kmap (nc[2] nyb) maps a
  * block key to its task's place, -1 for none.  A task's bottom level exceeds its successors'
  * (every cost is positive), so the order is one the waits allow.  Taken in colour order, the
  * tasks of a sparse cloud left a thread waiting for a chain of dependent tasks while the
  * tasks off that chain ran first; a schedule of ball_through_smoke's measured task times
  * (frames 100-290) puts colour order at 1.70-1.83x from a second thread, the longest chain
  * first at 1.75-1.90x (frame 100's chain is 57% of its work: 1.75x is its bound). */
+typedef struct { double bl; long g; } pse_prio;
+static int pse_prio_cmp(const void *a, const void *b)
+{
+    const pse_prio *x = a, *y = b;
+    if (x->bl != y->bl) return x->bl > y->bl ? -1 : 1;
+    return (x->g > y->g) - (x->g < y->g);
+}
 static void pse_prio_list(const int nc[3], int nyb, const long tcount[6], const pse_task *tasks, long ntask_max,
-                          long total, long *kmap, double *bl, long *L)
+                          long total, long *kmap, double *bl, pse_prio *P, long *L)
 {
     const long nk = (long)nc[2] * nyb;
     for (long k = 0; k < nk; k++) kmap[k] = -1;
@@ -663,11 +677,12 @@ static void pse_prio_list(const int nc[3], int nyb, const long tcount[6], const 
             }
         bl[g] = tk->cost + m;
     }
-    for (long g = 0; g < total; g++) { /* insertion sort (tens of tasks), ties in sequence order */
-        long k = g;
-        for (; k > 0 && bl[L[k - 1]] < bl[g]; k--) L[k] = L[k - 1];
-        L[k] = g;
-    }
+    /* sorted by bottom level, largest first, ties in sequence order (qsort on (level, place)
+     * pairs in P: an insertion sort on thread 0 before the barrier was quadratic in the worst
+     * case, at up to PSE_PRIO_MAX tasks) */
+    for (long g = 0; g < total; g++) P[g] = (pse_prio){bl[g], g};
+    qsort(P, (size_t)total, sizeof *P, pse_prio_cmp);
+    for (long g = 0; g < total; g++) L[g] = P[g].g;
 }
 
 /* The pair loop's tasks (diffuse_pass): for each of the 6 colours, the blocks of rows that
@@ -1054,9 +1069,10 @@ static int diffuse_pass(vp_sim *s, double dt)
     /* (a team without owned runs) the critical-path order: per block its task's place, per
      * task its bottom level, the order (pse_prio_list); whether it is used (thread 0 decides,
      * by the number of tasks) */
-    long *kmap = threads > 1 && !owned ? malloc(nk * sizeof(long) + 6 * (size_t)ntask_max * (sizeof(double) + sizeof(long))) : NULL;
+    long *kmap = threads > 1 && !owned ? malloc(nk * sizeof(long) + 6 * (size_t)ntask_max * (sizeof(double) + sizeof(long) + sizeof(pse_prio))) : NULL;
     double *blv = kmap ? (double *)(kmap + nk) : NULL;
     long *plist = blv ? (long *)(blv + 6 * ntask_max) : NULL;
+    pse_prio *pscratch = plist ? (pse_prio *)(plist + 6 * ntask_max) : NULL;
     int prio = 0;
 #pragma omp parallel num_threads(threads)
     {
@@ -1083,7 +1099,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                 total += tcount[col];
             }
             if (kmap && total <= PSE_PRIO_MAX) {
-                pse_prio_list(nc, nyb, tcount, tasks, ntask_max, total, kmap, blv, plist);
+                pse_prio_list(nc, nyb, tcount, tasks, ntask_max, total, kmap, blv, pscratch, plist);
                 prio = 1;
             }
         }

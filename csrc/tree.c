@@ -287,7 +287,9 @@ typedef float vp_tv16 __attribute__((vector_size(64)));
 #define VP_EVAL_ATTR __attribute__((target("arch=x86-64-v4")))
 #include "tree_eval.h"
 /* whether this CPU runs eval_targets16 (the ISA level of target_clones' own x86-64-v4
- * clones), unless VORTONPY_NO_AVX512 is set (the tests compare both widths this way) */
+ * clones), unless VORTONPY_NO_AVX512 is set (the tests compare both widths this way, in
+ * child processes: the answer is taken once per process, where PSE's packing reads the
+ * variable at every pass) */
 static int eval_wide(void)
 {
     static int wide = -1;

@@ -43,7 +43,8 @@ def test_avx2_clones_are_vectorised_like_the_avx512_ones():
     counts = clone_op_counts(core.__file__)
     bases = sorted({f.split(".arch_x86_64_v3")[0] for f in counts if f.endswith(".arch_x86_64_v3")})
     if not bases:
-        pytest.skip("built without target_clones (not GCC, or VP_NO_CLONES)")
+        pytest.skip("no clone symbols in the extension (built without target_clones: not GCC, or "
+                    "VP_NO_CLONES; or its symbol table stripped)")
     assert "vp_pse_pairs" in bases
     scalar_where_packed = []
     for b in bases:

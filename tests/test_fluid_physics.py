@@ -263,8 +263,10 @@ def test_pse_sparse_cloud_is_thread_independent():
     thread the first untaken task whose earlier-colour neighbours are done (diffuse.c,
     pse_prio_list).  Any order that keeps those waits gives the colour order's sums, so heat
     diffusion of a tube of vortons along the box's diagonal is bitwise the same at 1, 2, 3
-    and 8 threads (a task taken before its waits, or a wrong bottom level that puts a task
-    before one it waits for, fails or hangs this)."""
+    and 8 threads.  A task run before the earlier-colour tasks that share its rows fails
+    this (checked with both the readiness check and the waits after a claim removed; either
+    one alone still orders them); a deadlock in the claims hangs it, and pytest-timeout
+    turns that into a failure."""
     rng = np.random.default_rng(11)
     n, e = 2000, 0.06
     t = rng.uniform(-1, 1, n)
@@ -349,6 +351,31 @@ def test_pse_guard_keeps_a_bunch_of_vortons_bounded():
     assert np.min(cij.sum(1)) > 2  # the bunch is past the explicit limit
     w_unguarded = w + cij @ w - cij.sum(1)[:, None] * w
     assert np.max(np.linalg.norm(w_unguarded, axis=1)) > 2 * np.max(np.linalg.norm(w, axis=1))
+
+
+def test_pse_with_tiny_isolated_vortons_reads_only_its_batch():
+    """Vortons of radius 1e-8 and below make the pair weight's 1 / e^5 infinite.  Lanes
+    outside the cutoff (here: all of them, and the padding past the batch) must still get
+    weight +0, or the packing takes the padding's lanes and the exchange reads past the
+    batch (a build that multiplied the weight by 0 crashed here).  In a child process, so a
+    crash fails the test instead of the run; the vortons are too far apart to pair, so
+    their vorticity only stretches and stays finite."""
+    import subprocess
+    import sys
+    import tempfile
+    code = (
+        "import sys, numpy as np, vortonpy as vp\n"
+        "for r in (1e-8, 3e-9):\n"
+        "    s = vp.Sim(viscosity=1e-3, gravity=(0, 0, 0), threads=2, dt=0.02)\n"
+        "    p = np.array([[0, 0, 0], [1000 * r, 0, 0], [0, 1000 * r, 0]], float)\n"
+        "    s.add_vortons(p, np.eye(3), r)\n"
+        "    s.step(2)\n"
+        "    assert np.isfinite(s.vortons.vorticity).all()\n"
+        "print('ok')\n"
+    )
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, cwd=d)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
 
 
 def test_pse_simd_packings_give_the_same_bits_as_the_portable_one():
