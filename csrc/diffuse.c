@@ -849,6 +849,29 @@ static inline int pse_ready(const long *done, const int nc[3], int nyb, long kk,
 }
 #define PSE_WINDOW 6
 
+/* The first task of list L[0, len) (places in the sequence, pse_task_at) from *pos on, among
+ * up to window untaken ones, that is ready (pse_ready) and claimed by this thread (taken[key]
+ * exchanged from 0 to 1); -1 if none.  *pos moves past the taken tasks at the front of what
+ * is left.  (The pair loop's claims: the owned runs' lists and the critical-path order.) */
+static inline long pse_claim_ready(const long *L, long len, long *pos, long window, const long tcount[6],
+                                   const pse_task *tasks, long ntask_max, int nyb, const int nc[3], const long *done,
+                                   long *taken)
+{
+    for (long k = *pos, seen = 0; k < len && seen < window; k++) {
+        int cc = 0;
+        const long gg = L[k];
+        const pse_task *tt = pse_task_at(gg, tcount, tasks, ntask_max, &cc); /* (sets cc first) */
+        const long kk = pse_task_key(tt, cc, nyb);
+        if (__atomic_load_n(&taken[kk], __ATOMIC_RELAXED)) {
+            if (k == *pos) (*pos)++;
+            continue;
+        }
+        seen++;
+        if (pse_ready(done, nc, nyb, kk, cc) && !__atomic_exchange_n(&taken[kk], 1, __ATOMIC_ACQ_REL)) return gg;
+    }
+    return -1;
+}
+
 /* Sets of up to this many vortons build their cell list beside the robust limits (diffuse_pass);
  * larger ones take the limits first and the list with the team (vp_bins_build's parallel sort),
  * since there the limits' sample is a small part of the set-up. */
@@ -1141,21 +1164,8 @@ static int diffuse_pass(vp_sim *s, double dt)
                         long *c = cur + 8 * t;
                         vp_wait_flag(&c[1]);
                         const long off = c[2], len = c[3];
-                        for (long k = pos[t], seen = 0; k < len && seen < PSE_WINDOW; k++) {
-                            int cc = 0;
-                            const long gg = olist[off + k];
-                            const pse_task *tt = pse_task_at(gg, tcount, tasks, ntask_max, &cc); /* (sets cc) */
-                            const long kk = pse_task_key(tt, cc, nyb);
-                            if (__atomic_load_n(&taken[kk], __ATOMIC_RELAXED)) {
-                                if (k == pos[t]) pos[t]++;
-                                continue;
-                            }
-                            seen++;
-                            if (pse_ready(done, nc, nyb, kk, cc) && !__atomic_exchange_n(&taken[kk], 1, __ATOMIC_ACQ_REL)) {
-                                g = gg;
-                                break;
-                            }
-                        }
+                        g = pse_claim_ready(olist + off, len, &pos[t], PSE_WINDOW, tcount, tasks, ntask_max, nyb, nc,
+                                            done, taken);
                         left |= pos[t] < len;
                     }
                     if (g >= 0 || !left) break;
@@ -1165,21 +1175,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                 if (g < 0) break;
             } else if (prio) { /* the first ready task of the critical-path order */
                 for (int spins = 0;;) {
-                    for (long k = ppos, seen = 0; k < total && seen < PSE_PRIO_WINDOW; k++) {
-                        int cc = 0;
-                        const long gg = plist[k];
-                        const pse_task *tt = pse_task_at(gg, tcount, tasks, ntask_max, &cc); /* (sets cc first) */
-                        const long kk = pse_task_key(tt, cc, nyb);
-                        if (__atomic_load_n(&taken[kk], __ATOMIC_RELAXED)) {
-                            if (k == ppos) ppos++;
-                            continue;
-                        }
-                        seen++;
-                        if (pse_ready(done, nc, nyb, kk, cc) && !__atomic_exchange_n(&taken[kk], 1, __ATOMIC_ACQ_REL)) {
-                            g = gg;
-                            break;
-                        }
-                    }
+                    g = pse_claim_ready(plist, total, &ppos, PSE_PRIO_WINDOW, tcount, tasks, ntask_max, nyb, nc, done, taken);
                     if (g >= 0 || ppos >= total) break;
                     if (spins < VP_SPIN_PAUSES) { vp_spin_pause(); spins++; } /* (as vp_wait_count) */
                     else sched_yield();
