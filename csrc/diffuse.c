@@ -88,7 +88,7 @@ enum { PSE_NS = 13 }; /* diffuse_pass's sorted arrays (pse_sorted): doubles per 
  * some forty operations.  Same indices, same order, so the same bits.  (The compress goes to
  * a register and then to memory: AMD's Zen 4 runs a compress straight to memory microcoded,
  * far slower.)  Used when the CPU has AVX-512F, unless VORTONPY_NO_AVX512 is set. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(VP_NO_CLONES)
+#ifdef VP_X86_DISPATCH
 #include <immintrin.h>
 __attribute__((target("avx512f"))) static size_t pse_pack_avx512(const float *G, size_t mv, int32_t *P)
 {
@@ -132,18 +132,13 @@ __attribute__((target("avx2"))) static size_t pse_pack_avx2(const float *G, size
     return np;
 }
 /* The packing vp_pse_pairs uses: 2 AVX-512's compress, 1 AVX2's table, 0 the portable loop.
- * VORTONPY_NO_AVX512 and VORTONPY_NO_AVX2 (set and not "0") rule the first two out: the
- * tests compare the three this way. */
-static int pse_env_off(const char *name)
-{
-    const char *off = getenv(name);
-    return off && *off && *off != '0';
-}
+ * VORTONPY_NO_AVX512 and VORTONPY_NO_AVX2 (vp_env_off) rule the first two out: the tests
+ * compare the three this way. */
 static int pse_pack_mode(void)
 {
     __builtin_cpu_init();
-    if (!pse_env_off("VORTONPY_NO_AVX512") && __builtin_cpu_supports("avx512f")) return 2;
-    if (!pse_env_off("VORTONPY_NO_AVX2") && __builtin_cpu_supports("avx2")) return 1;
+    if (!vp_env_off("VORTONPY_NO_AVX512") && __builtin_cpu_supports("avx512f")) return 2;
+    if (!vp_env_off("VORTONPY_NO_AVX2") && __builtin_cpu_supports("avx2")) return 1;
     return 0;
 }
 #else /* no SIMD packing: pse_pack_mode says so, and the packings are never called */

@@ -2,6 +2,7 @@
 #ifndef VP_INTERNAL_H
 #define VP_INTERNAL_H
 #include <sched.h>
+#include <stdlib.h>
 #include "vortonpy.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -19,6 +20,21 @@ typedef double vp_v4d __attribute__((vector_size(32)));
 #else
 #define VP_CLONES
 #endif
+
+/* GCC on x86-64 with the clones: the few steps that choose their code at run time by hand
+ * (intrinsics under a target attribute, __builtin_cpu_supports: PSE's packing, the tree's
+ * kernel width) are compiled; elsewhere only their portable paths. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(VP_NO_CLONES)
+#define VP_X86_DISPATCH 1
+#endif
+
+/* Whether environment variable `name` is set and not "0" (VORTONPY_NO_AVX512 and the like,
+ * which rule a run-time path out: the tests compare the paths this way). */
+static inline int vp_env_off(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && *v != '0';
+}
 
 /* The end of block b of `block` items out of n: the parallel loops hand cloned range
  * functions [b * block, vp_block_end(b, block, n)). */

@@ -279,7 +279,7 @@ typedef float vp_tv8 __attribute__((vector_size(32)));
 #define VP_EVAL_ATTR VP_CLONES
 #include "tree_eval.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(VP_NO_CLONES)
+#ifdef VP_X86_DISPATCH
 typedef float vp_tv16 __attribute__((vector_size(64)));
 #define VP_EVAL_NAME eval_targets16
 #define VP_EVAL_W 16
@@ -295,9 +295,8 @@ static int eval_wide(void)
     static int wide = -1;
     int w = __atomic_load_n(&wide, __ATOMIC_RELAXED);
     if (w < 0) {
-        const char *off = getenv("VORTONPY_NO_AVX512");
         __builtin_cpu_init();
-        w = !(off && *off && *off != '0') && __builtin_cpu_supports("x86-64-v4");
+        w = !vp_env_off("VORTONPY_NO_AVX512") && __builtin_cpu_supports("x86-64-v4");
         __atomic_store_n(&wide, w, __ATOMIC_RELAXED);
     }
     return w;
@@ -307,7 +306,7 @@ static int eval_wide(void)
 static void eval_targets(const ilist *L, int nt, const float *restrict TX, const float *restrict TY,
                          const float *restrict TZ, float *restrict out)
 {
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(VP_NO_CLONES)
+#ifdef VP_X86_DISPATCH
     if (eval_wide()) {
         eval_targets16(L, nt, TX, TY, TZ, out);
         return;
