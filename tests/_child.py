@@ -1,5 +1,8 @@
 """Helper for tests that run a child Python process (not a test module)."""
 import os
+import subprocess
+import sys
+import tempfile
 
 import vortonpy as vp
 
@@ -11,3 +14,13 @@ def child_env(**extra):
     plus `extra` variables."""
     path = os.pathsep.join(q for q in [os.path.dirname(os.path.dirname(vp.__file__)), os.environ.get("PYTHONPATH", "")] if q)
     return dict(os.environ, PYTHONPATH=path, **extra)
+
+
+def run_child(code, *args, cwd=None, **extra):
+    """`python -c code args` with child_env(**extra), run from cwd (a neutral folder: a fresh
+    temporary one unless given); its CompletedProcess, output captured as text."""
+    if cwd is None:
+        with tempfile.TemporaryDirectory() as d:
+            return run_child(code, *args, cwd=d, **extra)
+    return subprocess.run([sys.executable, "-c", code, *args], env=child_env(**extra), capture_output=True,
+                          text=True, cwd=cwd)

@@ -71,16 +71,12 @@ def test_tree_kernel_gives_the_same_bits_at_both_vector_widths():
     target's sums run in lane order whatever the width, so velocities at points and a step
     on the tree give the same bits either way (on a machine without AVX-512 both runs take
     the 8-float path)."""
-    import sys
-    import tempfile
-    from _child import child_env
+    from _child import run_child
     outs = []
-    with tempfile.TemporaryDirectory() as d:  # a neutral cwd: `-c` puts the cwd first on sys.path
-        for flag in ("0", "1"):
-            r = subprocess.run([sys.executable, "-c", _TREE_SCRIPT], env=child_env(VORTONPY_NO_AVX512=flag),
-                               capture_output=True, text=True, cwd=d)
-            assert r.returncode == 0, r.stderr
-            outs.append(r)
+    for flag in ("0", "1"):
+        r = run_child(_TREE_SCRIPT, VORTONPY_NO_AVX512=flag)
+        assert r.returncode == 0, r.stderr
+        outs.append(r)
     wide, narrow = outs
     assert len(wide.stdout.strip()) == 64
     assert wide.stdout == narrow.stdout

@@ -7,7 +7,7 @@ import pytest
 import vortonpy as vp
 from vortonpy.scenes import lattice, radius_for_spacing
 
-from _child import child_env
+from _child import run_child
 
 
 def ring_centre(sim):
@@ -360,9 +360,6 @@ def test_pse_with_tiny_isolated_vortons_reads_only_its_batch():
     batch (a build that multiplied the weight by 0 crashed here).  In a child process, so a
     crash fails the test instead of the run; the vortons are too far apart to pair, so
     their vorticity only stretches and stays finite."""
-    import subprocess
-    import sys
-    import tempfile
     code = (
         "import sys, numpy as np, vortonpy as vp\n"
         "for r in (1e-8, 3e-9):\n"
@@ -373,8 +370,7 @@ def test_pse_with_tiny_isolated_vortons_reads_only_its_batch():
         "    assert np.isfinite(s.vortons.vorticity).all()\n"
         "print('ok')\n"
     )
-    with tempfile.TemporaryDirectory() as d:
-        r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, cwd=d)
+    r = run_child(code)
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
 
 
@@ -388,8 +384,6 @@ def test_pse_simd_packings_give_the_same_bits_as_the_portable_one():
     the smoke scene has none, so its fourth exchange lane carries the guard's rates
     instead."""
     import os
-    import subprocess
-    import sys
     import tempfile
     for scene in ("hot_ball", "ball_through_smoke"):
         code = (
@@ -402,8 +396,7 @@ def test_pse_simd_packings_give_the_same_bits_as_the_portable_one():
         with tempfile.TemporaryDirectory() as d:
             for flag in ("00", "10", "11"):
                 out = os.path.join(d, f"s{flag}.npy")
-                env = child_env(VORTONPY_NO_AVX512=flag[0], VORTONPY_NO_AVX2=flag[1])
-                r = subprocess.run([sys.executable, "-c", code, out], env=env, capture_output=True, text=True, cwd=d)
+                r = run_child(code, out, cwd=d, VORTONPY_NO_AVX512=flag[0], VORTONPY_NO_AVX2=flag[1])
                 assert r.returncode == 0, r.stderr
                 outs.append(np.load(out))
         for other in outs[1:]:

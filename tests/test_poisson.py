@@ -15,7 +15,7 @@ import vortonpy as vp
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_fluid_physics import ring_centre, saffman  # noqa: E402
-from _child import child_env  # noqa: E402
+from _child import run_child  # noqa: E402
 
 
 def grid_velocity(sim, solver):
@@ -246,7 +246,6 @@ def test_poisson_baseline_fft_copy_agrees_with_the_default():
     agree to 1e-5 of their largest value or one copy is wrong (a wrong transform is off by
     O(1))."""
     import os
-    import subprocess
     code = (
         "import sys, numpy as np, vortonpy as vp\n"
         "sim = vp.scenes.vortex_ring(tracers=0, threads=1, core=0.3, spacing=0.15)\n"
@@ -258,8 +257,7 @@ def test_poisson_baseline_fft_copy_agrees_with_the_default():
         out = os.path.join(d, "u.npy")
         # the same vortonpy as this process, from a neutral folder: `-c` puts the cwd first on
         # sys.path, and the checkout's folder holds no built core when it is pip-installed
-        env = child_env(VORTONPY_FFT_BASELINE="1")
-        r = subprocess.run([sys.executable, "-c", code, out], env=env, capture_output=True, text=True, cwd=d)
+        r = run_child(code, out, cwd=d, VORTONPY_FFT_BASELINE="1")
         assert r.returncode == 0 and r.stdout.strip() == "baseline", (r.returncode, r.stdout, r.stderr)
         u_base = np.load(out)
     sim = vp.scenes.vortex_ring(tracers=0, threads=1, core=0.3, spacing=0.15)
