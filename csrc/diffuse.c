@@ -632,9 +632,8 @@ static void pse_owned_list(int me, int nth, const long *bounds, const long tcoun
 /* The pair loop's tasks in critical-path order (diffuse_pass, a team without owned runs): each
  * task's bottom level, its estimated cost plus the largest bottom level of the later-colour
  * tasks that wait for it (those whose blocks share rows with its block: planes within 2,
- * blocks within 1), computed latest colour first into bl (per place in the sequence,
- * pse_task_at), and the places sorted by it, largest first, into L (P: scratch of total
- * pairs).  kmap (nc[2] nyb) maps a
+ * blocks within 1), computed latest colour first into P (level and place, at the place in
+ * the sequence, pse_task_at), and the places sorted by it, largest first, into L.  kmap (nc[2] nyb) maps a
  * block key to its task's place, -1 for none.  A task's bottom level exceeds its successors'
  * (every cost is positive), so the order is one the waits allow.  Taken in colour order, the
  * tasks of a sparse cloud left a thread waiting for a chain of dependent tasks while the
@@ -649,7 +648,7 @@ static int pse_prio_cmp(const void *a, const void *b)
     return (x->g > y->g) - (x->g < y->g);
 }
 static void pse_prio_list(const int nc[3], int nyb, const long tcount[6], const pse_task *tasks, long ntask_max,
-                          long total, long *kmap, double *bl, pse_prio *P, long *L)
+                          long total, long *kmap, pse_prio *P, long *L)
 {
     const long nk = (long)nc[2] * nyb;
     for (long k = 0; k < nk; k++) kmap[k] = -1;
@@ -668,14 +667,13 @@ static void pse_prio_list(const int nc[3], int nyb, const long tcount[6], const 
             for (int y = yb - 1; y <= yb + 1; y++) {
                 if (z < 0 || z >= nc[2] || y < 0 || y >= nyb || (z % 3) + 3 * (y % 2) <= col) continue;
                 const long h = kmap[(long)z * nyb + y];
-                if (h >= 0 && bl[h] > m) m = bl[h];
+                if (h >= 0 && P[h].bl > m) m = P[h].bl;
             }
-        bl[g] = tk->cost + m;
+        P[g] = (pse_prio){tk->cost + m, g};
     }
-    /* sorted by bottom level, largest first, ties in sequence order (qsort on (level, place)
-     * pairs in P: an insertion sort on thread 0 before the barrier was quadratic in the worst
-     * case, at up to PSE_PRIO_MAX tasks) */
-    for (long g = 0; g < total; g++) P[g] = (pse_prio){bl[g], g};
+    /* sorted by bottom level, largest first, ties in sequence order (an insertion sort on
+     * thread 0 before the barrier was quadratic in the worst case, at up to PSE_PRIO_MAX
+     * tasks) */
     qsort(P, (size_t)total, sizeof *P, pse_prio_cmp);
     for (long g = 0; g < total; g++) L[g] = P[g].g;
 }
@@ -1084,12 +1082,11 @@ static int diffuse_pass(vp_sim *s, double dt)
     long *bounds = olist ? olist + 6 * ntask_max : NULL;
     long split = 0; /* bounds made (owned) */
     if (owned && !pcost) { free(tasks); free(done); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
-    /* (a team without owned runs) the critical-path order: per block its task's place, per
-     * task its bottom level, the order (pse_prio_list); whether it is used (thread 0 decides,
-     * by the number of tasks) */
-    long *kmap = threads > 1 && !owned ? malloc(nk * sizeof(long) + 6 * (size_t)ntask_max * (sizeof(double) + sizeof(long) + sizeof(pse_prio))) : NULL;
-    double *blv = kmap ? (double *)(kmap + nk) : NULL;
-    long *plist = blv ? (long *)(blv + 6 * ntask_max) : NULL;
+    /* (a team without owned runs) the critical-path order: per block its task's place, the
+     * order, per task its bottom level and place (pse_prio_list); whether it is used (thread 0
+     * decides, by the number of tasks) */
+    long *kmap = threads > 1 && !owned ? malloc(nk * sizeof(long) + 6 * (size_t)ntask_max * (sizeof(long) + sizeof(pse_prio))) : NULL;
+    long *plist = kmap ? kmap + nk : NULL;
     pse_prio *pscratch = plist ? (pse_prio *)(plist + 6 * ntask_max) : NULL;
     int prio = 0;
 #pragma omp parallel num_threads(threads)
@@ -1117,7 +1114,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                 total += tcount[col];
             }
             if (kmap && total <= PSE_PRIO_MAX) {
-                pse_prio_list(nc, nyb, tcount, tasks, ntask_max, total, kmap, blv, pscratch, plist);
+                pse_prio_list(nc, nyb, tcount, tasks, ntask_max, total, kmap, pscratch, plist);
                 prio = 1;
             }
         }
