@@ -81,6 +81,8 @@ enum { PSE_PAD = 16 };            /* the candidate loop's widest vector, in floa
 /* diffuse_pass's exchange after the guard's corrections runs in parallel above this many
  * vortons (below, a parallel region of its own costs more than it saves) */
 #define PSE_PARALLEL_MIN 512
+/* vp_pse_pairs' two-pass form from this many candidates (AVX2) */
+#define PSE_TWO_PASS_MIN 128
 enum { PSE_NS = 13 }; /* diffuse_pass's sorted arrays (pse_sorted): doubles per vorton */
 
 /* The packing of the nonzero weights' indices (vp_pse_pairs) by AVX-512's compress: 16
@@ -131,6 +133,56 @@ __attribute__((target("avx2"))) static size_t pse_pack_avx2(const float *G, size
     }
     return np;
 }
+/* The first pass of vp_pse_pairs' two-pass form (AVX2, without heat): per 8 candidates the
+ * exponent argument x = -log2(e) r^2 / e_qj^2 of each weight and whether the pair counts,
+ * as pse_weights computes them (the same operations: r^2 as two multiply-adds on dx^2 +
+ * dy^2, which is how GCC contracts pse_weights' sum, so the same floats), then, packed by
+ * the mask's row of pse_pack_lut as pse_pack_avx2 packs, the indices of the pairs into P
+ * and their x, halved viscosities and (unless uniform) spacings into XP, NP, EP.  Returns
+ * their number.  The lanes past it in the outputs are undefined (vp_pse_pairs2 pads them). */
+static inline __attribute__((always_inline, target("avx2,fma"))) size_t pse_inside_avx2_t(
+    const float *X, const float *Y, const float *Z, const float *E, const int32_t *K, const float *NU, size_t mv,
+    int32_t mi, const float qf[4], int32_t kq, float cut2, int32_t *P, float *XP, float *NP, float *EP, const int uniform)
+{
+    const float eq = qf[3], invq = 1.0f / (0.5f * (eq + eq)), invq2 = invq * invq;
+    const __m256 xq = _mm256_set1_ps(qf[0]), yq = _mm256_set1_ps(qf[1]), zq = _mm256_set1_ps(qf[2]);
+    const __m256 sq = _mm256_set1_ps(invq2 * -VP_LOG2E_F), xcut = _mm256_set1_ps(cut2 * -VP_LOG2E_F);
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), eqv = _mm256_set1_ps(eq);
+    const __m256 nl = _mm256_set1_ps(-VP_LOG2E_F);
+    const __m256i kqv = _mm256_set1_epi32(kq), miv = _mm256_set1_epi32(mi), eight = _mm256_set1_epi32(8);
+    __m256i jv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    size_t np = 0;
+    for (size_t j = 0; j < mv; j += 8) {
+        const __m256 dx = _mm256_sub_ps(_mm256_loadu_ps(X + j), xq), dy = _mm256_sub_ps(_mm256_loadu_ps(Y + j), yq);
+        const __m256 dz = _mm256_sub_ps(_mm256_loadu_ps(Z + j), zq);
+        const __m256 r2 = _mm256_fmadd_ps(dz, dz, _mm256_fmadd_ps(dx, dx, _mm256_mul_ps(dy, dy)));
+        __m256 x;
+        if (uniform) {
+            x = _mm256_mul_ps(r2, sq);
+        } else {
+            const __m256 inv = _mm256_div_ps(one, _mm256_mul_ps(half, _mm256_add_ps(eqv, _mm256_loadu_ps(E + j))));
+            x = _mm256_mul_ps(r2, _mm256_mul_ps(_mm256_mul_ps(inv, inv), nl));
+        }
+        const __m256i kin = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_loadu_si256((const __m256i *)(K + j)), kqv),
+                                             _mm256_cmpgt_epi32(miv, jv));
+        const int k = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(x, xcut, _CMP_GE_OQ), _mm256_castsi256_ps(kin)));
+        const __m256i perm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)pse_pack_lut[k]));
+        _mm256_storeu_si256((__m256i *)(P + np), _mm256_add_epi32(perm, _mm256_set1_epi32((int)j)));
+        _mm256_storeu_ps(XP + np, _mm256_permutevar8x32_ps(x, perm));
+        _mm256_storeu_ps(NP + np, _mm256_permutevar8x32_ps(_mm256_loadu_ps(NU + j), perm));
+        if (!uniform) _mm256_storeu_ps(EP + np, _mm256_permutevar8x32_ps(_mm256_loadu_ps(E + j), perm));
+        np += (size_t)__builtin_popcount((unsigned)k);
+        jv = _mm256_add_epi32(jv, eight);
+    }
+    return np;
+}
+__attribute__((target("avx2,fma"))) static size_t pse_inside_avx2(const float *X, const float *Y, const float *Z,
+    const float *E, const int32_t *K, const float *NU, size_t mv, int32_t mi, const float qf[4], int32_t kq,
+    float cut2, int32_t *P, float *XP, float *NP, float *EP, int uniform)
+{
+    return uniform ? pse_inside_avx2_t(X, Y, Z, E, K, NU, mv, mi, qf, kq, cut2, P, XP, NP, EP, 1)
+                   : pse_inside_avx2_t(X, Y, Z, E, K, NU, mv, mi, qf, kq, cut2, P, XP, NP, EP, 0);
+}
 /* The packing vp_pse_pairs uses: 2 AVX-512's compress, 1 AVX2's table, 0 the portable loop.
  * VORTONPY_NO_AVX512 and VORTONPY_NO_AVX2 (vp_env_off) rule the first two out: the tests
  * compare the three this way. */
@@ -145,6 +197,14 @@ static int pse_pack_mode(void)
 static size_t pse_pack_avx512(const float *G, size_t mv, int32_t *P) { (void)G; (void)mv; (void)P; return 0; }
 static size_t pse_pack_avx2(const float *G, size_t mv, int32_t *P) { (void)G; (void)mv; (void)P; return 0; }
 static int pse_pack_mode(void) { return 0; }
+static size_t pse_inside_avx2(const float *X, const float *Y, const float *Z, const float *E, const int32_t *K,
+                              const float *NU, size_t mv, int32_t mi, const float qf[4], int32_t kq, float cut2,
+                              int32_t *P, float *XP, float *NP, float *EP, int uniform)
+{
+    (void)X; (void)Y; (void)Z; (void)E; (void)K; (void)NU; (void)mv; (void)mi; (void)qf; (void)kq; (void)cut2;
+    (void)P; (void)XP; (void)NP; (void)EP; (void)uniform;
+    return 0;
+}
 #endif
 
 /* The candidates' weights (the first loop of vp_pse_pairs).  With `uniform` (every spacing
@@ -198,6 +258,53 @@ static inline __attribute__((always_inline)) float pse_weights(int32_t mv, int32
     }
     return sc;
 }
+
+/* The second pass of the two-pass form: the weights of the np packed pairs (npv: np rounded
+ * up to 8, the lanes past np holding finite padding), g into G and g_w = g nu_qj into GW,
+ * indexed by the pair's place in P, by pse_weights' operations on the same x, e_qj and nu
+ * (so the same floats; the lanes past np are 0 by the same bit mask).  Inlined twice. */
+static inline __attribute__((always_inline)) void pse_weights_packed(int32_t npv, int32_t np, const float *restrict XP,
+    const float *restrict NP, const float *restrict EP, float *restrict G, float *restrict GW, float eq, float nq,
+    float xcut, const int uniform)
+{
+    const float invq = 1.0f / (0.5f * (eq + eq)), invq2 = invq * invq, invq3 = invq2 * invq2 * invq;
+#pragma omp simd
+    for (int32_t t = 0; t < npv; t++) {
+        const float x = XP[t], xc = x > xcut ? x : xcut;
+        const float inv = uniform ? invq : 1.0f / (0.5f * (eq + EP[t])), inv2 = inv * inv;
+        const float ex = vp_exp2_negf(xc) * (uniform ? invq3 : inv2 * inv2 * inv);
+        uint32_t gb;
+        memcpy(&gb, &ex, sizeof gb);
+        gb &= 0u - (uint32_t)(t < np);
+        float gf;
+        memcpy(&gf, &gb, sizeof gf);
+        G[t] = gf; GW[t] = gf * (nq + NP[t]);
+    }
+}
+
+/* The exchange of vp_pse_pairs and vp_pse_pairs2 over the np packed pairs P: two chains of
+ * sums, so the add latency overlaps; the pair's weights G, GW at index IJ (the candidate j, or
+ * the pair's place t in P); with heat the fourth lane's weight is g, without it g_w: then the
+ * pair's weight is one broadcast. */
+#define PSE_EXCHANGE(C3J, C3K, IJ, IK)                                                          \
+    do {                                                                                        \
+        size_t t = 0;                                                                           \
+        for (; t + 1 < np; t += 2) {                                                            \
+            const size_t j = (size_t)P[t], k = (size_t)P[t + 1], gj = GI[j], gk = GI[k];        \
+            const double gwj = GW[IJ], gwk = GW[IK];                                            \
+            const vp_v4d cj = {gwj, gwj, gwj, C3J}, ck = {gwk, gwk, gwk, C3K};                  \
+            const vp_v4d dj = W4[gj] - wq, dk = W4[gk] - wq;                                    \
+            s0 += (cj * V[gj]) * dj; s1 += (ck * V[gk]) * dk;                                   \
+            O4[gj] -= (cj * vq) * dj; O4[gk] -= (ck * vq) * dk;                                 \
+        }                                                                                       \
+        if (t < np) {                                                                           \
+            const size_t j = (size_t)P[t], gj = GI[j];                                          \
+            const double gwj = GW[IJ];                                                          \
+            const vp_v4d cj = {gwj, gwj, gwj, C3J}, dj = W4[gj] - wq;                           \
+            s0 += (cj * V[gj]) * dj;                                                            \
+            O4[gj] -= (cj * vq) * dj;                                                           \
+        }                                                                                       \
+    } while (0)
 
 /* heat: the records' fourth component is the temperature, exchanged with weight g, and the
  * rates come from pse_weights.  Without heat (no temperature differences: the exchange of T
@@ -258,38 +365,54 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
         }
     }
     vp_v4d s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
-    /* two chains of sums, so the add latency overlaps; a loop for each kind of record (with
-     * heat the fourth lane's weight is g, without it g_w: then the pair's weight is one
-     * broadcast) */
-#define PSE_EXCHANGE(C3J, C3K)                                                                  \
-    do {                                                                                        \
-        size_t t = 0;                                                                           \
-        for (; t + 1 < np; t += 2) {                                                            \
-            const size_t j = (size_t)P[t], k = (size_t)P[t + 1], gj = GI[j], gk = GI[k];        \
-            const double gwj = GW[j], gwk = GW[k];                                              \
-            const vp_v4d cj = {gwj, gwj, gwj, C3J}, ck = {gwk, gwk, gwk, C3K};                  \
-            const vp_v4d dj = W4[gj] - wq, dk = W4[gk] - wq;                                    \
-            s0 += (cj * V[gj]) * dj; s1 += (ck * V[gk]) * dk;                                   \
-            O4[gj] -= (cj * vq) * dj; O4[gk] -= (ck * vq) * dk;                                 \
-        }                                                                                       \
-        if (t < np) {                                                                           \
-            const size_t j = (size_t)P[t], gj = GI[j];                                          \
-            const double gwj = GW[j];                                                           \
-            const vp_v4d cj = {gwj, gwj, gwj, C3J}, dj = W4[gj] - wq;                           \
-            s0 += (cj * V[gj]) * dj;                                                            \
-            O4[gj] -= (cj * vq) * dj;                                                           \
-        }                                                                                       \
-    } while (0)
+    /* (the exchange: PSE_EXCHANGE) */
     if (heat)
-        PSE_EXCHANGE((double)G[j], (double)G[k]);
+        PSE_EXCHANGE((double)G[j], (double)G[k], j, k);
     else
-        PSE_EXCHANGE(gwj, gwk);
-#undef PSE_EXCHANGE
+        PSE_EXCHANGE(gwj, gwk, j, k);
     s0 += s1;
     for (int f = 0; f < 3; f++) acc[f] += s0[f];
     if (heat) { acc[3] += s0[3]; acc[4] += sc; }
     else acc[4] += s0[3];
 }
+
+
+/* vp_pse_pairs in two passes (AVX2, without heat, from PSE_TWO_PASS_MIN candidates): the
+ * distances of all candidates and the packing of those inside the cutoff in one
+ * (pse_inside_avx2: its flags and arguments stay in registers), then the weights of the
+ * pairs alone, about a quarter (pse_weights_packed), indexed by the pair's place in P; then
+ * the same exchange.  The same pairs, weights and order as vp_pse_pairs, so the same bits.
+ * Diffusion 1.07-1.10x faster on 1e4 and 1e5 lattices (~227 candidates a query), 1.03-1.05x
+ * on spinning_ball; below PSE_TWO_PASS_MIN candidates, or written into vp_pse_pairs itself,
+ * it cost more than it saved (ball_through_smoke and hot_ball 0.94-0.96x).  XN: the packed
+ * fields, 3 of stride xs. */
+VP_CLONES
+static void vp_pse_pairs2(size_t m, const float *restrict X, const float *restrict Y, const float *restrict Z,
+                          const float *restrict E, const float *restrict NU, const int32_t *restrict K,
+                          const size_t *restrict GI, const double *restrict V, const vp_v4d *restrict W4,
+                          vp_v4d *restrict O4, float *restrict G, float *restrict GW, int32_t *restrict P,
+                          float *restrict XN, size_t xs, const float qf[5], int32_t kq, double vq, const double wq4[4],
+                          float cut2, int uniform, double acc[5])
+{
+    vp_v4d wq;
+    memcpy(&wq, wq4, sizeof wq);
+    const float eq = qf[3], nq = qf[4], xcut = cut2 * -VP_LOG2E_F;
+    const size_t mv = (m + PSE_PAD - 1) & ~(size_t)(PSE_PAD - 1); /* as vp_pse_pairs */
+    float *XP = XN, *NPk = XN + xs, *EP = XN + 2 * xs;
+    const size_t np = pse_inside_avx2(X, Y, Z, E, K, NU, mv, (int32_t)m, qf, kq, cut2, P, XP, NPk, EP, uniform);
+    const size_t npv = (np + 7) & ~(size_t)7;
+    for (int l = 0; l < 8; l++) { XP[np + l] = xcut; NPk[np + l] = 0.0f; EP[np + l] = eq; } /* finite padding */
+    if (uniform)
+        pse_weights_packed((int32_t)npv, (int32_t)np, XP, NPk, EP, G, GW, eq, nq, xcut, 1);
+    else
+        pse_weights_packed((int32_t)npv, (int32_t)np, XP, NPk, EP, G, GW, eq, nq, xcut, 0);
+    vp_v4d s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
+    PSE_EXCHANGE(gwj, gwk, t, t + 1);
+    s0 += s1;
+    for (int f = 0; f < 3; f++) acc[f] += s0[f];
+    acc[4] += s0[3];
+}
+#undef PSE_EXCHANGE
 
 /* Stability guard for the explicit exchange.  The step changes q_i by
  *   dq_i = sum_j c_ij (q_j - q_i),   c_ij = dt norm (nu_ij, kappa) eta_ij V_j / e_ij^2,
@@ -1142,7 +1265,11 @@ static int diffuse_pass(vp_sim *s, double dt)
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
         int32_t *pk = malloc((maxc + 2 * PSE_PAD) * sizeof(int32_t));
         uint8_t *flag = malloc(maxc + 2 * PSE_PAD);
-        if (!bf || !xoff || !idx || !pk || !flag) {
+        /* vp_pse_pairs2's packed fields (3 of stride xs), where it is used (AVX2 without
+         * AVX-512, no heat) */
+        const size_t xs = maxc + 2 * PSE_PAD;
+        float *xn = pack == 1 && !any_heat ? malloc(3 * xs * sizeof(float)) : NULL;
+        if (!bf || !xoff || !idx || !pk || !flag || (pack == 1 && !any_heat && !xn)) {
 #pragma omp atomic write
             nomem = 1;
         }
@@ -1186,7 +1313,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                         vp_wait_flag(&done[(size_t)z * (size_t)nyb + (size_t)y]);
             for (int cy = PSE_YB * yb; cy < PSE_YB * (yb + 1) && cy < nc[1]; cy++) {
                 size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
-                if (!bf || !xoff || !idx || !pk || !flag || start[r0 + nc[0]] == start[r0]) continue;
+                if (!bf || !xoff || !idx || !pk || !flag || (pack == 1 && !any_heat && !xn) || start[r0 + nc[0]] == start[r0]) continue;
                 /* the forward rows that hold vortons, and the x cells the batch needs: those
                  * within 2 of the own row's first and last occupied ones (in a sparse set, such
                  * as a plume, most rows and cells are empty; the batch is the same) */
@@ -1235,10 +1362,15 @@ static int diffuse_pass(vp_sim *s, double dt)
                         double acc[5] = {0, 0, 0, 0, 0};
                         const vp_v4d wq = S.W4[q];
                         const double wq4[4] = {wq[0], wq[1], wq[2], any_heat ? wq[3] : 0.0};
-                        vp_pse_pairs(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
-                                     kb + b0, idx + b0, S.V, S.W4, S.O4, vf + b0, ocf + b0, bf + 6 * fs,
-                                     bf + 7 * fs, flag, pk, qf, (int32_t)(q - own0), S.V[q], wq4, (float)(cut * cut),
-                                     (float)kappa, uniform, any_heat, pack, acc);
+                        if (xn && !any_heat && b1 - b0 >= PSE_TWO_PASS_MIN)
+                            vp_pse_pairs2(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
+                                          kb + b0, idx + b0, S.V, S.W4, S.O4, bf + 6 * fs, bf + 7 * fs, pk, xn, xs,
+                                          qf, (int32_t)(q - own0), S.V[q], wq4, (float)(cut * cut), uniform, acc);
+                        else
+                            vp_pse_pairs(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
+                                         kb + b0, idx + b0, S.V, S.W4, S.O4, vf + b0, ocf + b0, bf + 6 * fs,
+                                         bf + 7 * fs, flag, pk, qf, (int32_t)(q - own0), S.V[q], wq4, (float)(cut * cut),
+                                         (float)kappa, uniform, any_heat, pack, acc);
                         const vp_v4d a4 = {acc[0], acc[1], acc[2], acc[3]};
                         S.O4[q] += a4;
                         S.OC[q] += acc[4];
@@ -1250,7 +1382,7 @@ static int diffuse_pass(vp_sim *s, double dt)
             } /* cy */
             __atomic_store_n(&done[key], 1, __ATOMIC_RELEASE);
         }
-        free(bf); free(xoff); free(idx); free(pk); free(flag);
+        free(bf); free(xoff); free(idx); free(pk); free(flag); free(xn);
         /* The stability guard's count of bunched vortons (pse_guard) and, with none (nearly
          * always), the exchange, in the same region (a region each, or serial below 4096
          * and 512 vortons, they were 3 us of ball_through_smoke's 61 on two threads) */

@@ -382,10 +382,12 @@ def test_pse_simd_packings_give_the_same_bits_as_the_portable_one():
     give the same bits (on a CPU without AVX-512 the first two runs take the same path; an
     x86-64 CPU without AVX2 takes the portable one in all three).  hot_ball exchanges heat;
     the smoke scene has none, so its fourth exchange lane carries the guard's rates
-    instead."""
+    instead; spinning_ball's dense lattice (~230 candidates a vorton) takes, on AVX2
+    without AVX-512, the two-pass form (vp_pse_pairs2), which must list the same pairs and
+    weights as the single pass."""
     import os
     import tempfile
-    for scene in ("hot_ball", "ball_through_smoke"):
+    for scene in ("hot_ball", "ball_through_smoke", "spinning_ball"):
         code = (
             "import sys, numpy as np, vortonpy as vp\n"
             f"sim = vp.scenes.{scene}(threads=2, tracers=0)\n"
