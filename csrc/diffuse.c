@@ -135,34 +135,41 @@ __attribute__((target("avx2"))) static size_t pse_pack_avx2(const float *G, size
 }
 /* The first pass of vp_pse_pairs' two-pass form (AVX2, without heat): per 8 candidates the
  * exponent argument x = -log2(e) r^2 / e_qj^2 of each weight and whether the pair counts,
- * as pse_weights computes them (the same operations: r^2 as two multiply-adds on dx^2 +
- * dy^2, which is how GCC contracts pse_weights' sum, so the same floats), then, packed by
- * the mask's row of pse_pack_lut as pse_pack_avx2 packs, the indices of the pairs into P
- * and their x, halved viscosities and (unless uniform) spacings into XP, NP, EP.  Returns
- * their number.  The lanes past it in the outputs are undefined (vp_pse_pairs2 pads them). */
+ * as pse_weights computes them, then, packed by the mask's row of pse_pack_lut as
+ * pse_pack_avx2 packs, the indices of the pairs into P and their x, halved viscosities and
+ * (unless uniform) spacings into XP, NP, EP.  Returns their number.  The lanes past it in the
+ * outputs are undefined (vp_pse_pairs2 pads them).  The arithmetic is pse_weights' own
+ * expressions on GCC's generic vectors, not intrinsics, so that the compiler treats both
+ * alike: whether and how it contracts r^2 = dx^2 + dy^2 + dz^2 into multiply-adds depends on
+ * the optimisation level (none at -O1, the sanitizer build's; two at -O2 and -O3), and
+ * written with FMA intrinsics the x of an -O1 build differed from pse_weights' in the last
+ * bit. */
+typedef float pse_v8f __attribute__((vector_size(32)));
 static inline __attribute__((always_inline, target("avx2,fma"))) size_t pse_inside_avx2_t(
     const float *X, const float *Y, const float *Z, const float *E, const int32_t *K, const float *NU, size_t mv,
     int32_t mi, const float qf[4], int32_t kq, float cut2, int32_t *P, float *XP, float *NP, float *EP, const int uniform)
 {
-    const float eq = qf[3], invq = 1.0f / (0.5f * (eq + eq)), invq2 = invq * invq;
-    const __m256 xq = _mm256_set1_ps(qf[0]), yq = _mm256_set1_ps(qf[1]), zq = _mm256_set1_ps(qf[2]);
-    const __m256 sq = _mm256_set1_ps(invq2 * -VP_LOG2E_F), xcut = _mm256_set1_ps(cut2 * -VP_LOG2E_F);
-    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), eqv = _mm256_set1_ps(eq);
-    const __m256 nl = _mm256_set1_ps(-VP_LOG2E_F);
+    const float eq = qf[3], xq = qf[0], yq = qf[1], zq = qf[2], invq = 1.0f / (0.5f * (eq + eq)), invq2 = invq * invq;
+    const float sq = invq2 * -VP_LOG2E_F;
+    const __m256 xcut = _mm256_set1_ps(cut2 * -VP_LOG2E_F);
     const __m256i kqv = _mm256_set1_epi32(kq), miv = _mm256_set1_epi32(mi), eight = _mm256_set1_epi32(8);
     __m256i jv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     size_t np = 0;
     for (size_t j = 0; j < mv; j += 8) {
-        const __m256 dx = _mm256_sub_ps(_mm256_loadu_ps(X + j), xq), dy = _mm256_sub_ps(_mm256_loadu_ps(Y + j), yq);
-        const __m256 dz = _mm256_sub_ps(_mm256_loadu_ps(Z + j), zq);
-        const __m256 r2 = _mm256_fmadd_ps(dz, dz, _mm256_fmadd_ps(dx, dx, _mm256_mul_ps(dy, dy)));
-        __m256 x;
+        pse_v8f X8, Y8, Z8;
+        memcpy(&X8, X + j, sizeof X8); memcpy(&Y8, Y + j, sizeof Y8); memcpy(&Z8, Z + j, sizeof Z8);
+        const pse_v8f dx = X8 - xq, dy = Y8 - yq, dz = Z8 - zq;
+        const pse_v8f r2 = dx * dx + dy * dy + dz * dz;
+        pse_v8f xv;
         if (uniform) {
-            x = _mm256_mul_ps(r2, sq);
+            xv = r2 * sq;
         } else {
-            const __m256 inv = _mm256_div_ps(one, _mm256_mul_ps(half, _mm256_add_ps(eqv, _mm256_loadu_ps(E + j))));
-            x = _mm256_mul_ps(r2, _mm256_mul_ps(_mm256_mul_ps(inv, inv), nl));
+            pse_v8f E8;
+            memcpy(&E8, E + j, sizeof E8);
+            const pse_v8f inv = 1.0f / (0.5f * (eq + E8)), inv2 = inv * inv;
+            xv = r2 * (inv2 * -VP_LOG2E_F);
         }
+        const __m256 x = (__m256)xv;
         const __m256i kin = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_loadu_si256((const __m256i *)(K + j)), kqv),
                                              _mm256_cmpgt_epi32(miv, jv));
         const int k = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(x, xcut, _CMP_GE_OQ), _mm256_castsi256_ps(kin)));
@@ -193,10 +200,20 @@ static int pse_pack_mode(void)
     if (!vp_env_off("VORTONPY_NO_AVX2") && __builtin_cpu_supports("avx2")) return 1;
     return 0;
 }
+/* Whether vp_pse_pairs2 may run: the AVX2 packing (pack 1), and the CPU has all of
+ * x86-64-v3, so that the clones running beside it are v3 or v4 ones, which contract like
+ * pse_inside_avx2 (built for avx2 and fma): an AVX2 CPU missing one of v3's other features
+ * runs the default clones, without FMA (other bits; and without FMA itself, no
+ * pse_inside_avx2 at all). */
+static int pse_two_pass_ok(int pack)
+{
+    return pack == 1 && __builtin_cpu_supports("x86-64-v3");
+}
 #else /* no SIMD packing: pse_pack_mode says so, and the packings are never called */
 static size_t pse_pack_avx512(const float *G, size_t mv, int32_t *P) { (void)G; (void)mv; (void)P; return 0; }
 static size_t pse_pack_avx2(const float *G, size_t mv, int32_t *P) { (void)G; (void)mv; (void)P; return 0; }
 static int pse_pack_mode(void) { return 0; }
+static int pse_two_pass_ok(int pack) { (void)pack; return 0; }
 static size_t pse_inside_avx2(const float *X, const float *Y, const float *Z, const float *E, const int32_t *K,
                               const float *NU, size_t mv, int32_t mi, const float qf[4], int32_t kq, float cut2,
                               int32_t *P, float *XP, float *NP, float *EP, int uniform)
@@ -262,13 +279,17 @@ static inline __attribute__((always_inline)) float pse_weights(int32_t mv, int32
 /* The second pass of the two-pass form: the weights of the np packed pairs (npv: np rounded
  * up to 8, the lanes past np holding finite padding), g into G and g_w = g nu_qj into GW,
  * indexed by the pair's place in P, by pse_weights' operations on the same x, e_qj and nu
- * (so the same floats; the lanes past np are 0 by the same bit mask).  Inlined twice. */
-static inline __attribute__((always_inline)) void pse_weights_packed(int32_t npv, int32_t np, const float *restrict XP,
+ * (so the same floats; the lanes past np are 0 by the same bit mask).  Returns whether a
+ * pair's weight is 0 (underflow: spacings of ~4e7 and more): the single pass packs only
+ * nonzero weights, so such pairs must go (vp_pse_pairs2), or the exchange's two chains of
+ * sums would take the later pairs in other chains.  Inlined twice. */
+static inline __attribute__((always_inline)) int pse_weights_packed(int32_t npv, int32_t np, const float *restrict XP,
     const float *restrict NP, const float *restrict EP, float *restrict G, float *restrict GW, float eq, float nq,
     float xcut, const int uniform)
 {
     const float invq = 1.0f / (0.5f * (eq + eq)), invq2 = invq * invq, invq3 = invq2 * invq2 * invq;
-#pragma omp simd
+    int zero = 0;
+#pragma omp simd reduction(| : zero)
     for (int32_t t = 0; t < npv; t++) {
         const float x = XP[t], xc = x > xcut ? x : xcut;
         const float inv = uniform ? invq : 1.0f / (0.5f * (eq + EP[t])), inv2 = inv * inv;
@@ -279,7 +300,9 @@ static inline __attribute__((always_inline)) void pse_weights_packed(int32_t npv
         float gf;
         memcpy(&gf, &gb, sizeof gf);
         G[t] = gf; GW[t] = gf * (nq + NP[t]);
+        zero |= (gf == 0.0f) & (t < np);
     }
+    return zero;
 }
 
 /* The exchange of vp_pse_pairs and vp_pse_pairs2 over the np packed pairs P: two chains of
@@ -399,13 +422,17 @@ static void vp_pse_pairs2(size_t m, const float *restrict X, const float *restri
     const float eq = qf[3], nq = qf[4], xcut = cut2 * -VP_LOG2E_F;
     const size_t mv = (m + PSE_PAD - 1) & ~(size_t)(PSE_PAD - 1); /* as vp_pse_pairs */
     float *XP = XN, *NPk = XN + xs, *EP = XN + 2 * xs;
-    const size_t np = pse_inside_avx2(X, Y, Z, E, K, NU, mv, (int32_t)m, qf, kq, cut2, P, XP, NPk, EP, uniform);
+    size_t np = pse_inside_avx2(X, Y, Z, E, K, NU, mv, (int32_t)m, qf, kq, cut2, P, XP, NPk, EP, uniform);
     const size_t npv = (np + 7) & ~(size_t)7;
     for (int l = 0; l < 8; l++) { XP[np + l] = xcut; NPk[np + l] = 0.0f; EP[np + l] = eq; } /* finite padding */
-    if (uniform)
-        pse_weights_packed((int32_t)npv, (int32_t)np, XP, NPk, EP, G, GW, eq, nq, xcut, 1);
-    else
-        pse_weights_packed((int32_t)npv, (int32_t)np, XP, NPk, EP, G, GW, eq, nq, xcut, 0);
+    const int zero = uniform ? pse_weights_packed((int32_t)npv, (int32_t)np, XP, NPk, EP, G, GW, eq, nq, xcut, 1)
+                             : pse_weights_packed((int32_t)npv, (int32_t)np, XP, NPk, EP, G, GW, eq, nq, xcut, 0);
+    if (zero) { /* drop the zero weights, in order (as the single pass's packing does) */
+        size_t k = 0;
+        for (size_t t = 0; t < np; t++)
+            if (G[t] != 0.0f) { P[k] = P[t]; G[k] = G[t]; GW[k] = GW[t]; k++; }
+        np = k;
+    }
     vp_v4d s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
     PSE_EXCHANGE(gwj, gwk, t, t + 1);
     s0 += s1;
@@ -1170,7 +1197,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     const long fchunk = n / (8 * (size_t)threads) > 128 ? (long)(n / (8 * (size_t)threads)) : 128;
     const long nfc = ((long)n + fchunk - 1) / fchunk;
     int nomem = 0;
-    const int pack = pse_pack_mode();
+    const int pack = pse_pack_mode(), two_pass = pse_two_pass_ok(pack);
     long total = 0, next = 0, fnext = 0, nh = 0;
     const double f = dt * norm;
     /* per block: its task done; its task taken by a thread (owned, below) */
@@ -1268,8 +1295,8 @@ static int diffuse_pass(vp_sim *s, double dt)
         /* vp_pse_pairs2's packed fields (3 of stride xs), where it is used (AVX2 without
          * AVX-512, no heat) */
         const size_t xs = maxc + 2 * PSE_PAD;
-        float *xn = pack == 1 && !any_heat ? malloc(3 * xs * sizeof(float)) : NULL;
-        if (!bf || !xoff || !idx || !pk || !flag || (pack == 1 && !any_heat && !xn)) {
+        float *xn = two_pass && !any_heat ? malloc(3 * xs * sizeof(float)) : NULL;
+        if (!bf || !xoff || !idx || !pk || !flag || (two_pass && !any_heat && !xn)) {
 #pragma omp atomic write
             nomem = 1;
         }
@@ -1313,7 +1340,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                         vp_wait_flag(&done[(size_t)z * (size_t)nyb + (size_t)y]);
             for (int cy = PSE_YB * yb; cy < PSE_YB * (yb + 1) && cy < nc[1]; cy++) {
                 size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
-                if (!bf || !xoff || !idx || !pk || !flag || (pack == 1 && !any_heat && !xn) || start[r0 + nc[0]] == start[r0]) continue;
+                if (!bf || !xoff || !idx || !pk || !flag || (two_pass && !any_heat && !xn) || start[r0 + nc[0]] == start[r0]) continue;
                 /* the forward rows that hold vortons, and the x cells the batch needs: those
                  * within 2 of the own row's first and last occupied ones (in a sparse set, such
                  * as a plume, most rows and cells are empty; the batch is the same) */
