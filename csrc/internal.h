@@ -14,8 +14,11 @@ typedef double vp_v4d __attribute__((vector_size(32)));
 
 /* Hot kernels are compiled three times, for AVX-512 (x86-64-v4), AVX2 + FMA (x86-64-v3) and
  * the baseline, and the loader picks the best the CPU has (GCC function multiversioning), so
- * a portable build still uses the wide units.  VP_NO_CLONES turns it off. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__) && !defined(VP_NO_CLONES)
+ * a portable build still uses the wide units.  VP_NO_CLONES turns it off.  GCC 12 or later:
+ * the x86-64-vN levels in target_clones and __builtin_cpu_supports came with GCC 12 (an
+ * older GCC builds the portable code). */
+#if defined(__GNUC__) && __GNUC__ >= 12 && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__) && \
+    !defined(VP_NO_CLONES)
 #define VP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define VP_CLONES
@@ -24,7 +27,7 @@ typedef double vp_v4d __attribute__((vector_size(32)));
 /* GCC on x86-64 with the clones: the few steps that choose their code at run time by hand
  * (intrinsics under a target attribute, __builtin_cpu_supports: PSE's packing, the tree's
  * kernel width) are compiled; elsewhere only their portable paths. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(VP_NO_CLONES)
+#if defined(__GNUC__) && __GNUC__ >= 12 && !defined(__clang__) && defined(__x86_64__) && !defined(VP_NO_CLONES)
 #define VP_X86_DISPATCH 1
 #endif
 
