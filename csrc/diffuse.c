@@ -133,62 +133,84 @@ __attribute__((target("avx2"))) static size_t pse_pack_avx2(const float *G, size
     }
     return np;
 }
-/* The first pass of vp_pse_pairs' two-pass form (AVX2, without heat): per 8 candidates the
- * exponent argument x = -log2(e) r^2 / e_qj^2 of each weight and whether the pair counts,
- * as pse_weights computes them, then, packed by the mask's row of pse_pack_lut as
- * pse_pack_avx2 packs, the indices of the pairs into P and their x, halved viscosities and
- * (unless uniform) spacings into XP, NP, EP.  Returns their number.  The lanes past it in the
- * outputs are undefined (vp_pse_pairs2 pads them).  The arithmetic is pse_weights' own
+/* The first pass of PSE's two-pass form (vp_pse_cell2; AVX2, without heat), for Q <= 4
+ * queries of one cell at once (their candidates are the same, so each candidate vector is
+ * loaded once for all): per 8 candidates and query the exponent argument
+ * x = -log2(e) r^2 / e_qj^2 of each weight and whether the pair counts, as pse_weights
+ * computes them, then, packed by the mask's row of pse_pack_lut as pse_pack_avx2 packs, the
+ * indices of the query's pairs into P[g] and their x, halved viscosities and (unless
+ * uniform) spacings into XP[g], NP[g], EP[g]; their numbers into npo[g].  The lanes past them
+ * in the outputs are undefined (vp_pse_cell2 pads them).  The arithmetic is pse_weights' own
  * expressions on GCC's generic vectors, not intrinsics, so that the compiler treats both
  * alike: whether and how it contracts r^2 = dx^2 + dy^2 + dz^2 into multiply-adds depends on
  * the optimisation level (none at -O1, the sanitizer build's; two at -O2 and -O3), and
  * written with FMA intrinsics the x of an -O1 build differed from pse_weights' in the last
- * bit. */
+ * bit.  Four queries at once: diffusion 1.06-1.09x over one at a time (lattices). */
 typedef float pse_v8f __attribute__((vector_size(32)));
-static inline __attribute__((always_inline, target("avx2,fma"))) size_t pse_inside_avx2_t(
+static inline __attribute__((always_inline, target("avx2,fma"))) void pse_inside_multi_avx2_t(
     const float *X, const float *Y, const float *Z, const float *E, const int32_t *K, const float *NU, size_t mv,
-    int32_t mi, const float qf[4], int32_t kq, float cut2, int32_t *P, float *XP, float *NP, float *EP, const int uniform)
+    int32_t mi, const float (*qf)[4], const int32_t *kq, float cut2, int32_t *const *P, float *const *XP,
+    float *const *NP, float *const *EP, size_t *npo, const int Q, const int uniform)
 {
-    const float eq = qf[3], xq = qf[0], yq = qf[1], zq = qf[2], invq = 1.0f / (0.5f * (eq + eq)), invq2 = invq * invq;
-    const float sq = invq2 * -VP_LOG2E_F;
+    float xq[4], yq[4], zq[4], eq[4], sq[4];
+    __m256i kqv[4];
+    for (int g = 0; g < Q; g++) {
+        xq[g] = qf[g][0]; yq[g] = qf[g][1]; zq[g] = qf[g][2]; eq[g] = qf[g][3];
+        const float invq = 1.0f / (0.5f * (eq[g] + eq[g])), invq2 = invq * invq;
+        sq[g] = invq2 * -VP_LOG2E_F;
+        kqv[g] = _mm256_set1_epi32(kq[g]);
+    }
     const __m256 xcut = _mm256_set1_ps(cut2 * -VP_LOG2E_F);
-    const __m256i kqv = _mm256_set1_epi32(kq), miv = _mm256_set1_epi32(mi), eight = _mm256_set1_epi32(8);
+    const __m256i miv = _mm256_set1_epi32(mi), eight = _mm256_set1_epi32(8);
     __m256i jv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    size_t np = 0;
+    size_t np[4] = {0, 0, 0, 0};
     for (size_t j = 0; j < mv; j += 8) {
-        pse_v8f X8, Y8, Z8;
+        pse_v8f X8, Y8, Z8, E8;
         memcpy(&X8, X + j, sizeof X8); memcpy(&Y8, Y + j, sizeof Y8); memcpy(&Z8, Z + j, sizeof Z8);
-        const pse_v8f dx = X8 - xq, dy = Y8 - yq, dz = Z8 - zq;
-        const pse_v8f r2 = dx * dx + dy * dy + dz * dz;
-        pse_v8f xv;
-        if (uniform) {
-            xv = r2 * sq;
-        } else {
-            pse_v8f E8;
-            memcpy(&E8, E + j, sizeof E8);
-            const pse_v8f inv = 1.0f / (0.5f * (eq + E8)), inv2 = inv * inv;
-            xv = r2 * (inv2 * -VP_LOG2E_F);
+        if (!uniform) memcpy(&E8, E + j, sizeof E8);
+        const __m256i K8 = _mm256_loadu_si256((const __m256i *)(K + j)), jin = _mm256_cmpgt_epi32(miv, jv);
+        const __m256 NU8 = _mm256_loadu_ps(NU + j);
+        const __m256i jbase = _mm256_set1_epi32((int)j);
+        for (int g = 0; g < Q; g++) {
+            const pse_v8f dx = X8 - xq[g], dy = Y8 - yq[g], dz = Z8 - zq[g];
+            const pse_v8f r2 = dx * dx + dy * dy + dz * dz;
+            pse_v8f xv;
+            if (uniform) {
+                xv = r2 * sq[g];
+            } else {
+                const pse_v8f inv = 1.0f / (0.5f * (eq[g] + E8)), inv2 = inv * inv;
+                xv = r2 * (inv2 * -VP_LOG2E_F);
+            }
+            const __m256 x = (__m256)xv;
+            const __m256i kin = _mm256_and_si256(_mm256_cmpgt_epi32(K8, kqv[g]), jin);
+            const int k = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(x, xcut, _CMP_GE_OQ), _mm256_castsi256_ps(kin)));
+            const __m256i perm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)pse_pack_lut[k]));
+            _mm256_storeu_si256((__m256i *)(P[g] + np[g]), _mm256_add_epi32(perm, jbase));
+            _mm256_storeu_ps(XP[g] + np[g], _mm256_permutevar8x32_ps(x, perm));
+            _mm256_storeu_ps(NP[g] + np[g], _mm256_permutevar8x32_ps(NU8, perm));
+            if (!uniform) _mm256_storeu_ps(EP[g] + np[g], _mm256_permutevar8x32_ps((__m256)E8, perm));
+            np[g] += (size_t)__builtin_popcount((unsigned)k);
         }
-        const __m256 x = (__m256)xv;
-        const __m256i kin = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_loadu_si256((const __m256i *)(K + j)), kqv),
-                                             _mm256_cmpgt_epi32(miv, jv));
-        const int k = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(x, xcut, _CMP_GE_OQ), _mm256_castsi256_ps(kin)));
-        const __m256i perm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)pse_pack_lut[k]));
-        _mm256_storeu_si256((__m256i *)(P + np), _mm256_add_epi32(perm, _mm256_set1_epi32((int)j)));
-        _mm256_storeu_ps(XP + np, _mm256_permutevar8x32_ps(x, perm));
-        _mm256_storeu_ps(NP + np, _mm256_permutevar8x32_ps(_mm256_loadu_ps(NU + j), perm));
-        if (!uniform) _mm256_storeu_ps(EP + np, _mm256_permutevar8x32_ps(_mm256_loadu_ps(E + j), perm));
-        np += (size_t)__builtin_popcount((unsigned)k);
         jv = _mm256_add_epi32(jv, eight);
     }
-    return np;
+    for (int g = 0; g < Q; g++) npo[g] = np[g];
 }
-__attribute__((target("avx2,fma"))) static size_t pse_inside_avx2(const float *X, const float *Y, const float *Z,
-    const float *E, const int32_t *K, const float *NU, size_t mv, int32_t mi, const float qf[4], int32_t kq,
-    float cut2, int32_t *P, float *XP, float *NP, float *EP, int uniform)
+__attribute__((target("avx2,fma"))) static void pse_inside_multi_avx2(const float *X, const float *Y, const float *Z,
+    const float *E, const int32_t *K, const float *NU, size_t mv, int32_t mi, const float (*qf)[4], const int32_t *kq,
+    float cut2, int32_t *const *P, float *const *XP, float *const *NP, float *const *EP, size_t *npo, int Q, int uniform)
 {
-    return uniform ? pse_inside_avx2_t(X, Y, Z, E, K, NU, mv, mi, qf, kq, cut2, P, XP, NP, EP, 1)
-                   : pse_inside_avx2_t(X, Y, Z, E, K, NU, mv, mi, qf, kq, cut2, P, XP, NP, EP, 0);
+#define PSE_MULTI(QQ, U) pse_inside_multi_avx2_t(X, Y, Z, E, K, NU, mv, mi, qf, kq, cut2, P, XP, NP, EP, npo, QQ, U)
+    switch (Q * 2 + (uniform != 0)) {
+    case 2: PSE_MULTI(1, 0); break;
+    case 3: PSE_MULTI(1, 1); break;
+    case 4: PSE_MULTI(2, 0); break;
+    case 5: PSE_MULTI(2, 1); break;
+    case 6: PSE_MULTI(3, 0); break;
+    case 7: PSE_MULTI(3, 1); break;
+    case 8: PSE_MULTI(4, 0); break;
+    default: PSE_MULTI(4, 1); break;
+    }
+#undef PSE_MULTI
 }
 /* The packing vp_pse_pairs uses: 2 AVX-512's compress, 1 AVX2's table, 0 the portable loop.
  * VORTONPY_NO_AVX512 and VORTONPY_NO_AVX2 (vp_env_off) rule the first two out: the tests
@@ -200,11 +222,11 @@ static int pse_pack_mode(void)
     if (!vp_env_off("VORTONPY_NO_AVX2") && __builtin_cpu_supports("avx2")) return 1;
     return 0;
 }
-/* Whether vp_pse_pairs2 may run: the AVX2 packing (pack 1), and the CPU has all of
+/* Whether vp_pse_cell2 may run: the AVX2 packing (pack 1), and the CPU has all of
  * x86-64-v3, so that the clones running beside it are v3 or v4 ones, which contract like
- * pse_inside_avx2 (built for avx2 and fma): an AVX2 CPU missing one of v3's other features
- * runs the default clones, without FMA (other bits; and without FMA itself, no
- * pse_inside_avx2 at all). */
+ * pse_inside_multi_avx2 (built for avx2 and fma): an AVX2 CPU missing one of v3's other
+ * features runs the default clones, without FMA (other bits; and without FMA itself, no
+ * pse_inside_multi_avx2 at all). */
 static int pse_two_pass_ok(int pack)
 {
     return pack == 1 && __builtin_cpu_supports("x86-64-v3");
@@ -214,13 +236,14 @@ static size_t pse_pack_avx512(const float *G, size_t mv, int32_t *P) { (void)G; 
 static size_t pse_pack_avx2(const float *G, size_t mv, int32_t *P) { (void)G; (void)mv; (void)P; return 0; }
 static int pse_pack_mode(void) { return 0; }
 static int pse_two_pass_ok(int pack) { (void)pack; return 0; }
-static size_t pse_inside_avx2(const float *X, const float *Y, const float *Z, const float *E, const int32_t *K,
-                              const float *NU, size_t mv, int32_t mi, const float qf[4], int32_t kq, float cut2,
-                              int32_t *P, float *XP, float *NP, float *EP, int uniform)
+static void pse_inside_multi_avx2(const float *X, const float *Y, const float *Z, const float *E, const int32_t *K,
+                                  const float *NU, size_t mv, int32_t mi, const float (*qf)[4], const int32_t *kq,
+                                  float cut2, int32_t *const *P, float *const *XP, float *const *NP, float *const *EP,
+                                  size_t *npo, int Q, int uniform)
 {
     (void)X; (void)Y; (void)Z; (void)E; (void)K; (void)NU; (void)mv; (void)mi; (void)qf; (void)kq; (void)cut2;
-    (void)P; (void)XP; (void)NP; (void)EP; (void)uniform;
-    return 0;
+    (void)P; (void)XP; (void)NP; (void)EP; (void)Q; (void)uniform;
+    for (int g = 0; g < 4; g++) npo[g] = 0;
 }
 #endif
 
@@ -281,7 +304,7 @@ static inline __attribute__((always_inline)) float pse_weights(int32_t mv, int32
  * indexed by the pair's place in P, by pse_weights' operations on the same x, e_qj and nu
  * (so the same floats; the lanes past np are 0 by the same bit mask).  Returns whether a
  * pair's weight is 0 (underflow: spacings of ~4e7 and more): the single pass packs only
- * nonzero weights, so such pairs must go (vp_pse_pairs2), or the exchange's two chains of
+ * nonzero weights, so such pairs must go (vp_pse_cell2), or the exchange's two chains of
  * sums would take the later pairs in other chains.  Inlined twice. */
 static inline __attribute__((always_inline)) int pse_weights_packed(int32_t npv, int32_t np, const float *restrict XP,
     const float *restrict NP, const float *restrict EP, float *restrict G, float *restrict GW, float eq, float nq,
@@ -305,7 +328,7 @@ static inline __attribute__((always_inline)) int pse_weights_packed(int32_t npv,
     return zero;
 }
 
-/* The exchange of vp_pse_pairs and vp_pse_pairs2 over the np packed pairs P: two chains of
+/* The exchange of vp_pse_pairs and vp_pse_cell2 over the np packed pairs P: two chains of
  * sums, so the add latency overlaps; the pair's weights G, GW at index IJ (the candidate j, or
  * the pair's place t in P); with heat the fourth lane's weight is g, without it g_w: then the
  * pair's weight is one broadcast. */
@@ -400,44 +423,74 @@ static void vp_pse_pairs(size_t m, const float *restrict X, const float *restric
 }
 
 
-/* vp_pse_pairs in two passes (AVX2, without heat, from PSE_TWO_PASS_MIN candidates): the
- * distances of all candidates and the packing of those inside the cutoff in one
- * (pse_inside_avx2: its flags and arguments stay in registers), then the weights of the
- * pairs alone, about a quarter (pse_weights_packed), indexed by the pair's place in P; then
- * the same exchange.  The same pairs, weights and order as vp_pse_pairs, so the same bits.
- * Diffusion 1.07-1.10x faster on 1e4 and 1e5 lattices (~227 candidates a query), 1.03-1.05x
- * on spinning_ball; below PSE_TWO_PASS_MIN candidates, or written into vp_pse_pairs itself,
- * it cost more than it saved (ball_through_smoke and hot_ball 0.94-0.96x).  XN: the packed
- * fields, 3 of stride xs. */
+/* vp_pse_pairs in two passes (AVX2, without heat, from PSE_TWO_PASS_MIN candidates), for
+ * Qn <= 4 consecutive queries q0 .. of one cell (the same candidates): the distances of all
+ * candidates and the packing of those inside the cutoff in one pass for all of them
+ * (pse_inside_multi_avx2: flags and arguments stay in registers, a candidate vector is
+ * loaded once), then, query after query, the weights of its pairs alone, about a quarter
+ * (pse_weights_packed), indexed by the pair's place in P, the same exchange, and the query's
+ * sums (O4[q], OC[q] as diffuse_pass adds them).  The first pass reads only the batch, which
+ * no exchange changes: the same pairs, weights and order as vp_pse_pairs query by query, so
+ * the same bits.  Diffusion 1.17-1.20x faster than the single pass on 1e4 and 1e5 lattices
+ * (~227 candidates a query), 1.07x on spinning_ball; below PSE_TWO_PASS_MIN candidates, or
+ * written into vp_pse_pairs itself, the two-pass form cost more than it saved
+ * (ball_through_smoke and hot_ball 0.94-0.96x).  RF: the sorted float records (of n),
+ * own0 the own row's first sorted vorton; P4, XN4: 4 and 12 packed fields of stride xs. */
 VP_CLONES
-static void vp_pse_pairs2(size_t m, const float *restrict X, const float *restrict Y, const float *restrict Z,
-                          const float *restrict E, const float *restrict NU, const int32_t *restrict K,
-                          const size_t *restrict GI, const double *restrict V, const vp_v4d *restrict W4,
-                          vp_v4d *restrict O4, float *restrict G, float *restrict GW, int32_t *restrict P,
-                          float *restrict XN, size_t xs, const float qf[5], int32_t kq, double vq, const double wq4[4],
-                          float cut2, int uniform, double acc[5])
+static void vp_pse_cell2(size_t m, const float *restrict X, const float *restrict Y, const float *restrict Z,
+                         const float *restrict E, const float *restrict NU, const int32_t *restrict K,
+                         const size_t *restrict GI, const double *restrict V, const vp_v4d *restrict W4,
+                         vp_v4d *restrict O4, double *restrict OC, float *restrict G, float *restrict GW,
+                         int32_t *restrict P4, float *restrict XN4, size_t xs, const float *restrict RF, size_t n,
+                         size_t q0, int Qn, size_t own0, float cut2, int uniform)
 {
-    vp_v4d wq;
-    memcpy(&wq, wq4, sizeof wq);
-    const float eq = qf[3], nq = qf[4], xcut = cut2 * -VP_LOG2E_F;
-    const size_t mv = (m + PSE_PAD - 1) & ~(size_t)(PSE_PAD - 1); /* as vp_pse_pairs */
-    float *XP = XN, *NPk = XN + xs, *EP = XN + 2 * xs;
-    size_t np = pse_inside_avx2(X, Y, Z, E, K, NU, mv, (int32_t)m, qf, kq, cut2, P, XP, NPk, EP, uniform);
-    const size_t npv = (np + 7) & ~(size_t)7;
-    for (int l = 0; l < 8; l++) { XP[np + l] = xcut; NPk[np + l] = 0.0f; EP[np + l] = eq; } /* finite padding */
-    const int zero = uniform ? pse_weights_packed((int32_t)npv, (int32_t)np, XP, NPk, EP, G, GW, eq, nq, xcut, 1)
-                             : pse_weights_packed((int32_t)npv, (int32_t)np, XP, NPk, EP, G, GW, eq, nq, xcut, 0);
-    if (zero) { /* drop the zero weights, in order (as the single pass's packing does) */
-        size_t k = 0;
-        for (size_t t = 0; t < np; t++)
-            if (G[t] != 0.0f) { P[k] = P[t]; G[k] = G[t]; GW[k] = GW[t]; k++; }
-        np = k;
+    float qf[4][4] = {{0}};
+    int32_t kq[4] = {0};
+    int32_t *Pg[4];
+    float *XPg[4], *NPg[4], *EPg[4];
+    size_t npg[4];
+    for (int g = 0; g < 4; g++) {
+        Pg[g] = P4 + (size_t)g * xs; XPg[g] = XN4 + (size_t)g * xs;
+        NPg[g] = XN4 + (size_t)(4 + g) * xs; EPg[g] = XN4 + (size_t)(8 + g) * xs;
     }
-    vp_v4d s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
-    PSE_EXCHANGE(gwj, gwk, t, t + 1);
-    s0 += s1;
-    for (int f = 0; f < 3; f++) acc[f] += s0[f];
-    acc[4] += s0[3];
+    for (int g = 0; g < Qn; g++) {
+        const size_t q = q0 + (size_t)g;
+        qf[g][0] = RF[q]; qf[g][1] = RF[n + q]; qf[g][2] = RF[2 * n + q]; qf[g][3] = RF[3 * n + q];
+        kq[g] = (int32_t)(q - own0);
+    }
+    const size_t mv = (m + PSE_PAD - 1) & ~(size_t)(PSE_PAD - 1); /* as vp_pse_pairs */
+    pse_inside_multi_avx2(X, Y, Z, E, K, NU, mv, (int32_t)m, (const float(*)[4])qf, kq, cut2, Pg, XPg, NPg, EPg, npg, Qn,
+                          uniform);
+    const float xcut = cut2 * -VP_LOG2E_F;
+    for (int g = 0; g < Qn; g++) {
+        const size_t q = q0 + (size_t)g;
+        const float eq = qf[g][3], nq = RF[4 * n + q];
+        int32_t *P = Pg[g];
+        float *XP = XPg[g], *NPk = NPg[g], *EP = EPg[g];
+        size_t np = npg[g];
+        const size_t npv = (np + 7) & ~(size_t)7;
+        for (int l = 0; l < 8; l++) { XP[np + l] = xcut; NPk[np + l] = 0.0f; EP[np + l] = eq; } /* finite padding */
+        const int zero = uniform ? pse_weights_packed((int32_t)npv, (int32_t)np, XP, NPk, EP, G, GW, eq, nq, xcut, 1)
+                                 : pse_weights_packed((int32_t)npv, (int32_t)np, XP, NPk, EP, G, GW, eq, nq, xcut, 0);
+        if (zero) { /* drop the zero weights, in order (as the single pass's packing does) */
+            size_t k = 0;
+            for (size_t t = 0; t < np; t++)
+                if (G[t] != 0.0f) { P[k] = P[t]; G[k] = G[t]; GW[k] = GW[t]; k++; }
+            np = k;
+        }
+        const vp_v4d w4q = W4[q];
+        const vp_v4d wq = {w4q[0], w4q[1], w4q[2], 0.0}; /* (no heat: as diffuse_pass's wq4) */
+        const double vq = V[q];
+        vp_v4d s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
+        PSE_EXCHANGE(gwj, gwk, t, t + 1);
+        s0 += s1;
+        double acc[5] = {0, 0, 0, 0, 0};
+        for (int f = 0; f < 3; f++) acc[f] += s0[f];
+        acc[4] += s0[3];
+        const vp_v4d a4 = {acc[0], acc[1], acc[2], acc[3]};
+        O4[q] += a4;
+        OC[q] += acc[4];
+    }
 }
 #undef PSE_EXCHANGE
 
@@ -1292,10 +1345,11 @@ static int diffuse_pass(vp_sim *s, double dt)
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
         int32_t *pk = malloc((maxc + 2 * PSE_PAD) * sizeof(int32_t));
         uint8_t *flag = malloc(maxc + 2 * PSE_PAD);
-        /* vp_pse_pairs2's packed fields (3 of stride xs), where it is used (AVX2 without
-         * AVX-512, no heat) */
+        /* vp_pse_cell2's packed fields (12 of stride xs) and pair lists (4), where it is used
+         * (AVX2 without AVX-512, no heat) */
         const size_t xs = maxc + 2 * PSE_PAD;
-        float *xn = two_pass && !any_heat ? malloc(3 * xs * sizeof(float)) : NULL;
+        float *xn = two_pass && !any_heat ? malloc(16 * xs * sizeof(float)) : NULL;
+        int32_t *pk4 = xn ? (int32_t *)(xn + 12 * xs) : NULL;
         if (!bf || !xoff || !idx || !pk || !flag || (two_pass && !any_heat && !xn)) {
 #pragma omp atomic write
             nomem = 1;
@@ -1383,21 +1437,23 @@ static int diffuse_pass(vp_sim *s, double dt)
                 if (any_heat) memset(ocf, 0, (m + PSE_PAD) * sizeof(float));
                 for (int cx = qx0; cx <= qx1; cx++) {
                     size_t b0 = xoff[cx - 2 > bx0 ? cx - 2 : bx0], b1 = xoff[cx + 3 < bx1 + 1 ? cx + 3 : bx1 + 1];
+                    if (xn && !any_heat && b1 - b0 >= PSE_TWO_PASS_MIN) { /* the cell's queries 4 at a time */
+                        for (size_t q = start[r0 + cx], qe = start[r0 + cx + 1]; q < qe; q += 4)
+                            vp_pse_cell2(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0, kb + b0,
+                                         idx + b0, S.V, S.W4, S.O4, S.OC, bf + 6 * fs, bf + 7 * fs, pk4, xn, xs,
+                                         S.RF, n, q, qe - q < 4 ? (int)(qe - q) : 4, own0, (float)(cut * cut), uniform);
+                        continue;
+                    }
                     for (size_t q = start[r0 + cx]; q < start[r0 + cx + 1]; q++) {
                         const float *RF = S.RF;
                         const float qf[5] = {RF[q], RF[n + q], RF[2 * n + q], RF[3 * n + q], RF[4 * n + q]};
                         double acc[5] = {0, 0, 0, 0, 0};
                         const vp_v4d wq = S.W4[q];
                         const double wq4[4] = {wq[0], wq[1], wq[2], any_heat ? wq[3] : 0.0};
-                        if (xn && !any_heat && b1 - b0 >= PSE_TWO_PASS_MIN)
-                            vp_pse_pairs2(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
-                                          kb + b0, idx + b0, S.V, S.W4, S.O4, bf + 6 * fs, bf + 7 * fs, pk, xn, xs,
-                                          qf, (int32_t)(q - own0), S.V[q], wq4, (float)(cut * cut), uniform, acc);
-                        else
-                            vp_pse_pairs(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
-                                         kb + b0, idx + b0, S.V, S.W4, S.O4, vf + b0, ocf + b0, bf + 6 * fs,
-                                         bf + 7 * fs, flag, pk, qf, (int32_t)(q - own0), S.V[q], wq4, (float)(cut * cut),
-                                         (float)kappa, uniform, any_heat, pack, acc);
+                        vp_pse_pairs(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
+                                     kb + b0, idx + b0, S.V, S.W4, S.O4, vf + b0, ocf + b0, bf + 6 * fs,
+                                     bf + 7 * fs, flag, pk, qf, (int32_t)(q - own0), S.V[q], wq4, (float)(cut * cut),
+                                     (float)kappa, uniform, any_heat, pack, acc);
                         const vp_v4d a4 = {acc[0], acc[1], acc[2], acc[3]};
                         S.O4[q] += a4;
                         S.OC[q] += acc[4];
