@@ -154,7 +154,12 @@ static inline __attribute__((always_inline, target("avx2,fma"))) void pse_inside
 {
     float xq[4], yq[4], zq[4], eq[4], sq[4];
     __m256i kqv[4];
+    /* the outputs' pointers in locals: through P, XP.. themselves (memory any store may
+     * alias) the compiler would reload them after every store */
+    int32_t *Pl[4];
+    float *XPl[4], *NPl[4], *EPl[4];
     for (int g = 0; g < Q; g++) {
+        Pl[g] = P[g]; XPl[g] = XP[g]; NPl[g] = NP[g]; EPl[g] = EP[g];
         xq[g] = qf[g][0]; yq[g] = qf[g][1]; zq[g] = qf[g][2]; eq[g] = qf[g][3];
         const float invq = 1.0f / (0.5f * (eq[g] + eq[g])), invq2 = invq * invq;
         sq[g] = invq2 * -VP_LOG2E_F;
@@ -185,10 +190,10 @@ static inline __attribute__((always_inline, target("avx2,fma"))) void pse_inside
             const __m256i kin = _mm256_and_si256(_mm256_cmpgt_epi32(K8, kqv[g]), jin);
             const int k = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(x, xcut, _CMP_GE_OQ), _mm256_castsi256_ps(kin)));
             const __m256i perm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)pse_pack_lut[k]));
-            _mm256_storeu_si256((__m256i *)(P[g] + np[g]), _mm256_add_epi32(perm, jbase));
-            _mm256_storeu_ps(XP[g] + np[g], _mm256_permutevar8x32_ps(x, perm));
-            _mm256_storeu_ps(NP[g] + np[g], _mm256_permutevar8x32_ps(NU8, perm));
-            if (!uniform) _mm256_storeu_ps(EP[g] + np[g], _mm256_permutevar8x32_ps((__m256)E8, perm));
+            _mm256_storeu_si256((__m256i *)(Pl[g] + np[g]), _mm256_add_epi32(perm, jbase));
+            _mm256_storeu_ps(XPl[g] + np[g], _mm256_permutevar8x32_ps(x, perm));
+            _mm256_storeu_ps(NPl[g] + np[g], _mm256_permutevar8x32_ps(NU8, perm));
+            if (!uniform) _mm256_storeu_ps(EPl[g] + np[g], _mm256_permutevar8x32_ps((__m256)E8, perm));
             np[g] += (size_t)__builtin_popcount((unsigned)k);
         }
         jv = _mm256_add_epi32(jv, eight);
@@ -200,7 +205,7 @@ __attribute__((target("avx2,fma"))) static void pse_inside_multi_avx2(const floa
     float cut2, int32_t *const *P, float *const *XP, float *const *NP, float *const *EP, size_t *npo, int Q, int uniform)
 {
 #define PSE_MULTI(QQ, U) pse_inside_multi_avx2_t(X, Y, Z, E, K, NU, mv, mi, qf, kq, cut2, P, XP, NP, EP, npo, QQ, U)
-    switch (Q * 2 + (uniform != 0)) {
+    switch (Q * 2 + (uniform != 0)) { /* Q is 1 .. 4 (vp_pse_cell2's callers) */
     case 2: PSE_MULTI(1, 0); break;
     case 3: PSE_MULTI(1, 1); break;
     case 4: PSE_MULTI(2, 0); break;
@@ -1345,11 +1350,11 @@ static int diffuse_pass(vp_sim *s, double dt)
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
         int32_t *pk = malloc((maxc + 2 * PSE_PAD) * sizeof(int32_t));
         uint8_t *flag = malloc(maxc + 2 * PSE_PAD);
-        /* vp_pse_cell2's packed fields (12 of stride xs) and pair lists (4), where it is used
+        /* vp_pse_cell2's packed fields (12 of stride xns) and pair lists (4), where it is used
          * (AVX2 without AVX-512, no heat) */
-        const size_t xs = maxc + 2 * PSE_PAD;
-        float *xn = two_pass && !any_heat ? malloc(16 * xs * sizeof(float)) : NULL;
-        int32_t *pk4 = xn ? (int32_t *)(xn + 12 * xs) : NULL;
+        const size_t xns = maxc + 2 * PSE_PAD;
+        float *xn = two_pass && !any_heat ? malloc(16 * xns * sizeof(float)) : NULL;
+        int32_t *pk4 = xn ? (int32_t *)(xn + 12 * xns) : NULL;
         if (!bf || !xoff || !idx || !pk || !flag || (two_pass && !any_heat && !xn)) {
 #pragma omp atomic write
             nomem = 1;
@@ -1440,7 +1445,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                     if (xn && !any_heat && b1 - b0 >= PSE_TWO_PASS_MIN) { /* the cell's queries 4 at a time */
                         for (size_t q = start[r0 + cx], qe = start[r0 + cx + 1]; q < qe; q += 4)
                             vp_pse_cell2(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0, kb + b0,
-                                         idx + b0, S.V, S.W4, S.O4, S.OC, bf + 6 * fs, bf + 7 * fs, pk4, xn, xs,
+                                         idx + b0, S.V, S.W4, S.O4, S.OC, bf + 6 * fs, bf + 7 * fs, pk4, xn, xns,
                                          S.RF, n, q, qe - q < 4 ? (int)(qe - q) : 4, own0, (float)(cut * cut), uniform);
                         continue;
                     }

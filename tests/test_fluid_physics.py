@@ -383,7 +383,7 @@ def test_pse_simd_packings_give_the_same_bits_as_the_portable_one():
     x86-64 CPU without AVX2 takes the portable one in all three).  hot_ball exchanges heat;
     the smoke scene has none, so its fourth exchange lane carries the guard's rates
     instead; spinning_ball's dense lattice (~230 candidates a vorton) takes, on AVX2
-    without AVX-512, the two-pass form (vp_pse_pairs2), which must list the same pairs and
+    without AVX-512, the two-pass form (vp_pse_cell2), which must list the same pairs and
     weights as the single pass."""
     import os
     import tempfile
@@ -403,9 +403,11 @@ def test_pse_simd_packings_give_the_same_bits_as_the_portable_one():
                 outs.append(np.load(out))
         for other in outs[1:]:
             assert outs[0].shape == other.shape and np.array_equal(outs[0], other), scene
+
+
 def test_pse_two_pass_drops_underflowed_weights_as_the_single_pass():
     """At spacings of ~1e8 the PSE weight exp(-r^2/e^2) / e^5 rounds to 0 for pairs near the
-    cutoff.  The single pass packs only nonzero weights; the two-pass form (vp_pse_pairs2,
+    cutoff.  The single pass packs only nonzero weights; the two-pass form (vp_pse_cell2,
     AVX2 without AVX-512, dense sets) packs the pairs inside the cutoff and must then drop
     those zeros, or its exchange's two chains of sums take the later pairs in other chains
     and round differently.  A jittered lattice of spacing 1e8 with cutoff 4 (~500 candidates
