@@ -252,6 +252,23 @@ static void pse_inside_multi_avx2(const float *X, const float *Y, const float *Z
 }
 #endif
 
+/* The pair weight 2^x' inv5 (x' = max(x, xcut): finite for every lane; inv5 = 1 / e_qj^5)
+ * with its bits ANDed with all ones (keep) or all zeros: exactly the select keep ? w : +0,
+ * for every w (inf and NaN too).  The single pass (pse_weights) and the two-pass form
+ * (pse_weights_packed) both take it from here, so a pair's weight is the same float in both.
+ * Why a bit mask and not a select or a product: see pse_weights. */
+static inline __attribute__((always_inline)) float pse_weight(float x, float xcut, float inv5, int keep)
+{
+    const float xc = x > xcut ? x : xcut;
+    const float ex = vp_exp2_negf(xc) * inv5;
+    uint32_t gb;
+    memcpy(&gb, &ex, sizeof gb);
+    gb &= 0u - (uint32_t)keep;
+    float gf;
+    memcpy(&gf, &gb, sizeof gf);
+    return gf;
+}
+
 /* The candidates' weights (the first loop of vp_pse_pairs).  With `uniform` (every spacing
  * of the batch equal, as in every lattice and scene that does not mix radii) the pair's
  * 1 / e_qj is the query's own, computed once, and the loop has no division (a vector division
@@ -287,13 +304,7 @@ static inline __attribute__((always_inline)) float pse_weights(int32_t mv, int32
          * -ftrapping-math, would not if-convert that arm's float operations without
          * AVX-512's masks: the x86-64-v3 (AVX2) and baseline clones of this loop ran scalar
          * ("control flow in loop"), 1 candidate at a time instead of 8. */
-        const float xc = x > xcut ? x : xcut;
-        const float ex = vp_exp2_negf(xc) * (uniform ? invq3 : inv2 * inv2 * inv);
-        uint32_t gb;
-        memcpy(&gb, &ex, sizeof gb);
-        gb &= 0u - (uint32_t)inside;
-        float gf;
-        memcpy(&gf, &gb, sizeof gf);
+        const float gf = pse_weight(x, xcut, uniform ? invq3 : inv2 * inv2 * inv, inside);
         float gw = gf * (nq + NU[j]);
         G[j] = gf; GW[j] = gw;
         if (heat) { /* pse_guard's rate gc (without heat, the exchange sums it) */
@@ -307,7 +318,7 @@ static inline __attribute__((always_inline)) float pse_weights(int32_t mv, int32
 /* The second pass of the two-pass form: the weights of the np packed pairs (npv: np rounded
  * up to 8, the lanes past np holding finite padding), g into G and g_w = g nu_qj into GW,
  * indexed by the pair's place in P, by pse_weights' operations on the same x, e_qj and nu
- * (so the same floats; the lanes past np are 0 by the same bit mask).  Returns whether a
+ * (pse_weight: the same floats; the lanes past np are 0 by its bit mask).  Returns whether a
  * pair's weight is 0 (underflow: spacings of ~4e7 and more): the single pass packs only
  * nonzero weights, so such pairs must go (vp_pse_cell2), or the exchange's two chains of
  * sums would take the later pairs in other chains.  Inlined twice. */
@@ -319,14 +330,8 @@ static inline __attribute__((always_inline)) int pse_weights_packed(int32_t npv,
     int zero = 0;
 #pragma omp simd reduction(| : zero)
     for (int32_t t = 0; t < npv; t++) {
-        const float x = XP[t], xc = x > xcut ? x : xcut;
         const float inv = uniform ? invq : 1.0f / (0.5f * (eq + EP[t])), inv2 = inv * inv;
-        const float ex = vp_exp2_negf(xc) * (uniform ? invq3 : inv2 * inv2 * inv);
-        uint32_t gb;
-        memcpy(&gb, &ex, sizeof gb);
-        gb &= 0u - (uint32_t)(t < np);
-        float gf;
-        memcpy(&gf, &gb, sizeof gf);
+        const float gf = pse_weight(XP[t], xcut, uniform ? invq3 : inv2 * inv2 * inv, t < np);
         G[t] = gf; GW[t] = gf * (nq + NP[t]);
         zero |= (gf == 0.0f) & (t < np);
     }
@@ -1442,7 +1447,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                 if (any_heat) memset(ocf, 0, (m + PSE_PAD) * sizeof(float));
                 for (int cx = qx0; cx <= qx1; cx++) {
                     size_t b0 = xoff[cx - 2 > bx0 ? cx - 2 : bx0], b1 = xoff[cx + 3 < bx1 + 1 ? cx + 3 : bx1 + 1];
-                    if (xn && !any_heat && b1 - b0 >= PSE_TWO_PASS_MIN) { /* the cell's queries 4 at a time */
+                    if (xn && b1 - b0 >= PSE_TWO_PASS_MIN) { /* (xn: AVX2, no heat) */ /* the cell's queries 4 at a time */
                         for (size_t q = start[r0 + cx], qe = start[r0 + cx + 1]; q < qe; q += 4)
                             vp_pse_cell2(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0, kb + b0,
                                          idx + b0, S.V, S.W4, S.O4, S.OC, bf + 6 * fs, bf + 7 * fs, pk4, xn, xns,
