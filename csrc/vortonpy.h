@@ -220,7 +220,9 @@ typedef struct {
     double *grid_velocity;     /* (nodes,3) */
     double *grid_jacobian;     /* (nodes,9) */
     double *grid_density;      /* (nodes,)  density deviation */
-    double *grid_density_gradient; /* (nodes,3) */
+    double *grid_density_gradient; /* (nodes,3); not computed while density_flat */
+    int density_flat;          /* every vorton at the ambient density this step: the density
+                                  grid is zero, its gradient too (left uncomputed) */
     size_t grid_allocated;     /* nodes the grid arrays can hold */
     float *cell_velocity;      /* (cells,3,8) float32 grid velocity at the 8 corners of each cell,
                                   gathered for tracer advection (one contiguous read per lookup) */
