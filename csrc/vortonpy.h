@@ -145,8 +145,8 @@ void vp_grid_splat_many(const vp_grid *g, double *field, int dim, size_t n, cons
                         size_t *work, int threads);
 /* Central-difference gradient of a scalar field; one-sided at the edges. out: 3 per node. */
 void vp_grid_gradient(const vp_grid *g, const double *scalar, double *out, int threads);
-/* Jacobian J[a][b] = d u_a / d x_b of a vector field (9 per node, row-major); returns the
- * largest sum_ab J_ab^2 over the nodes. */
+/* Jacobian J[a][b] = d u_a / d x_b of a vector field (9 per node, row-major; the field with
+ * VP_GRID_PAD doubles past its last node); returns the largest sum_ab J_ab^2 over the nodes. */
 double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int threads);
 
 /* ---------------------------------------------------------------- tree (physics.md 2.2, part 3) */
