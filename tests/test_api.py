@@ -273,6 +273,20 @@ def test_blow_up_raises_names_phase_and_rolls_back():
     assert sim.vortons.vorticity[5, 0] == 1e308
 
 
+@pytest.mark.parametrize("field", ["position", "vorticity", "density"])
+def test_non_finite_written_into_a_view_stops_the_step(field):
+    """A NaN written in place into a vorton view (which no setter sees) is caught by the
+    step's checks, before anything is advanced: the position by the domain phase, the
+    vorticity and density by the check after the velocity phase; the frame does not advance."""
+    sim = vp.scenes.vortex_ring(tracers=100, threads=2)
+    sim.step(1)
+    getattr(sim.vortons, field)[7] = np.nan
+    frame = sim.frame
+    with pytest.raises(FloatingPointError, match=r"frame 2.*(domain|velocity)"):
+        sim.step()
+    assert sim.frame == frame
+
+
 def test_sort_tracers_moves_indices_only():
     """sort_tracers permutes the tracers (returning the permutation) and changes nothing
     else: each tracer's later path is bitwise the same as without sorting, and views taken
