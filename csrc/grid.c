@@ -172,13 +172,13 @@ void vp_grid_gradient(const vp_grid *g, const double *scalar, double *out, int t
 /* One row of nodes (j, k) of vp_grid_jacobian, all three axes at least 2 nodes long: the
  * three components of an axis' difference on one 4-lane vector (the field's padded
  * 4-lane read, VP_GRID_PAD: the last lane is discarded), divided as diff() divides them.
- * Returns the row's largest squared norm, summed in the scalar form's order. */
+ * (The norms are summed by the caller: here, in the FMA clones, q += J^2 would be
+ * contracted into multiply-adds and differ in the last bits from the baseline sum.) */
 VP_CLONES
-static double jacobian_row(const double *restrict vec, double *restrict out, size_t id0, int n0, size_t ylo, size_t yhi,
-                           double dy, size_t zlo, size_t zhi, double dz, double den1, double den2)
+static void jacobian_row(const double *restrict vec, double *restrict out, size_t id0, int n0, size_t ylo, size_t yhi,
+                         double dy, size_t zlo, size_t zhi, double dz, double den1, double den2)
 {
     typedef double v4d __attribute__((vector_size(32)));
-    double m2 = 0.0;
     for (int i = 0; i < n0; i++) {
         const size_t id = id0 + (size_t)i;
         const size_t xlo = i == 0 ? id : id - 1, xhi = i == n0 - 1 ? id : id + 1;
@@ -190,13 +190,10 @@ static double jacobian_row(const double *restrict vec, double *restrict out, siz
         d[1] = (a - b) / dy;
         __builtin_memcpy(&a, vec + 3 * (id + zhi), sizeof a); __builtin_memcpy(&b, vec + 3 * (id - zlo), sizeof b);
         d[2] = (a - b) / dz;
-        double *o = out + 9 * id, q = 0;
+        double *o = out + 9 * id;
         for (int r = 0; r < 3; r++)
             for (int c = 0; c < 3; c++) o[3 * r + c] = d[c][r];
-        for (int c = 0; c < 9; c++) q += o[c] * o[c];
-        m2 = q > m2 ? q : m2;
     }
-    return m2;
 }
 
 /* The Jacobian J_ab = du_a/dx_b of a 3-vector field at every node, by diff()'s differences
@@ -222,8 +219,14 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
                 const size_t ylo = j == 0 ? 0 : st[1], yhi = j == nn[1] - 1 ? 0 : st[1];
                 const size_t zlo = k == 0 ? 0 : st[2], zhi = k == nn[2] - 1 ? 0 : st[2];
                 const double dy = j == 0 || j == nn[1] - 1 ? den1 : den2, dz = k == 0 || k == nn[2] - 1 ? den1 : den2;
-                const double q = jacobian_row(vec, out, IDX(g, 0, j, k), nn[0], ylo, yhi, dy, zlo, zhi, dz, den1, den2);
-                m2 = q > m2 ? q : m2;
+                const size_t id0 = IDX(g, 0, j, k);
+                jacobian_row(vec, out, id0, nn[0], ylo, yhi, dy, zlo, zhi, dz, den1, den2);
+                for (int i = 0; i < nn[0]; i++) { /* the norms, as below */
+                    const double *o = out + 9 * (id0 + (size_t)i);
+                    double q = 0;
+                    for (int c = 0; c < 9; c++) q += o[c] * o[c];
+                    m2 = q > m2 ? q : m2;
+                }
                 continue;
             }
             for (int i = 0; i < nn[0]; i++) {
