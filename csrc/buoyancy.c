@@ -77,18 +77,21 @@ static void baroclinic_range(const vp_grid *grid, const double *restrict grad_rh
 
 /* Baroclinic generation dw/dt = (grad rho) x g / rho0 (Boussinesq): heavy fluid sinks, light
  * rises.  Skipped when gravity is zero, the domain is flat along it or the density is
- * uniform (density_flat: the term is exactly zero; skipping it differs from adding it only
- * in the sign of a vorticity component that is -0.0). */
+ * uniform (density_flat, with finite factors: the term is exactly zero; skipping it differs
+ * from adding it only in the sign of a vorticity component that is -0.0). */
 void vp_baroclinic(vp_sim *s)
 {
     const double *g = s->params.gravity;
     double gg = vp_dot3(g, g);
-    if (gg == 0.0 || s->density_flat) return;
+    if (gg == 0.0) return;
     double ext[3] = {(s->grid.n[0] - 1) * s->grid.h, (s->grid.n[1] - 1) * s->grid.h,
                      (s->grid.n[2] - 1) * s->grid.h};
     if (fabs(ext[0] * g[0]) + fabs(ext[1] * g[1]) + fabs(ext[2] * g[2]) == 0.0) return;
     vp_vortons *v = &s->vortons;
     double k = s->params.dt / s->params.ambient_density;
+    /* (an infinite k or g times the zero gradient is NaN: then the term runs, and the step
+     * fails in the phase it always did) */
+    if (s->density_flat && isfinite(k) && isfinite(gg)) return;
     double *x = v->position->data, *w = v->vorticity->data;
     int threads = vp_threads(s);
     (void)threads;

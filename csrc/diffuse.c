@@ -1428,17 +1428,17 @@ static int diffuse_pass(vp_sim *s, double dt)
                 float *vf = bf + 8 * fs, *ocf = bf + 9 * fs;
                 /* the batch's sorted indices, by x cell then row: each row's cells are
                  * consecutive in the sorted order, so a row's next cell starts where its last
-                 * ended (cur: one load a cell, not two); a cell of at most one vorton (most, in
+                 * ended (rcur: one load a cell, not two); a cell of at most one vorton (most, in
                  * a sparse plume) is written without a branch on its count, the slot written
                  * whatever it holds (idx has room for maxc + 1).  (In hot_ball this loop was a
                  * fifth of diffusion: two loads and an unpredictable loop exit a cell.) */
-                size_t m = 0, cur[13];
-                for (int k = 0; k < nr; k++) cur[k] = start[rows[k] + bx0];
+                size_t m = 0, rcur[13];
+                for (int k = 0; k < nr; k++) rcur[k] = start[rows[k] + bx0];
                 for (int cx = bx0; cx <= bx1; cx++) {
                     xoff[cx] = m;
                     for (int k = 0; k < nr; k++) {
-                        const size_t j0 = cur[k], j1 = start[rows[k] + cx + 1];
-                        cur[k] = j1;
+                        const size_t j0 = rcur[k], j1 = start[rows[k] + cx + 1];
+                        rcur[k] = j1;
                         idx[m] = j0;
                         if (j1 - j0 > 1)
                             for (size_t j = j0 + 1; j < j1; j++) idx[m + (j - j0)] = j;

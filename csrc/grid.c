@@ -169,11 +169,25 @@ void vp_grid_gradient(const vp_grid *g, const double *scalar, double *out, int t
             }
 }
 
+/* x, opaque to the compiler: a square passed through it is never fused with the sum it
+ * goes into (q += x * x into a multiply-add, as -march=native or an FMA clone would), so
+ * that the norms, and sim.max_rate, are the same bits in every build. */
+static inline double no_contract(double x)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __asm__("" : "+x"(x));
+#elif defined(__GNUC__) && defined(__aarch64__)
+    __asm__("" : "+w"(x));
+#elif defined(__GNUC__)
+    __asm__("" : "+m"(x));
+#endif
+    return x;
+}
+
 /* One row of nodes (j, k) of vp_grid_jacobian, all three axes at least 2 nodes long: the
  * three components of an axis' difference on one 4-lane vector (the field's padded
  * 4-lane read, VP_GRID_PAD: the last lane is discarded), divided as diff() divides them.
- * (The norms are summed by the caller: here, in the FMA clones, q += J^2 would be
- * contracted into multiply-adds and differ in the last bits from the baseline sum.) */
+ * (The norms are summed by the caller, in the order of the scalar form.) */
 VP_CLONES
 static void jacobian_row(const double *restrict vec, double *restrict out, size_t id0, int n0, size_t ylo, size_t yhi,
                          double dy, size_t zlo, size_t zhi, double dz, double den1, double den2)
@@ -224,7 +238,7 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
                 for (int i = 0; i < nn[0]; i++) { /* the norms, as below */
                     const double *o = out + 9 * (id0 + (size_t)i);
                     double q = 0;
-                    for (int c = 0; c < 9; c++) q += o[c] * o[c];
+                    for (int c = 0; c < 9; c++) q += no_contract(o[c] * o[c]);
                     m2 = q > m2 ? q : m2;
                 }
                 continue;
@@ -243,7 +257,7 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
                     for (int a = 0; a < 3; a++) o[3 * a + b] = (vec[3 * hi + a] - vec[3 * lo + a]) / den;
                 }
                 double q = 0;
-                for (int c = 0; c < 9; c++) q += o[c] * o[c];
+                for (int c = 0; c < 9; c++) q += no_contract(o[c] * o[c]);
                 m2 = q > m2 ? q : m2;
             }
         }

@@ -893,7 +893,8 @@ static size_t advect_nodes_range(const vp_grid *g, const double *restrict gv, co
             }
         } else {
             for (int j = 0; j < m; j++)
-                for (int a = 0; a < 3; a++) u[j][a] = u0[j][a];
+                if (in[j])
+                    for (int a = 0; a < 3; a++) u[j][a] = u0[j][a];
         }
         for (int j = 0; j < m; j++) {
             if (!in[j]) continue;

@@ -287,6 +287,17 @@ def test_non_finite_written_into_a_view_stops_the_step(field):
     assert sim.frame == frame
 
 
+def test_infinite_dt_in_flat_fluid_fails_where_the_baroclinic_term_makes_nan():
+    """In a fluid at the ambient density the baroclinic term is skipped (it is exactly zero),
+    but not when its factor dt / rho0 is infinite: inf times the zero gradient is NaN there,
+    and the step fails in the stretch phase (stretching and baroclinic), as it always did."""
+    sim = vp.scenes.vortex_ring(tracers=100, threads=2, gravity=(0, 0, -10), stretch=0)
+    sim.step(1)
+    sim.dt = float("inf")
+    with pytest.raises(FloatingPointError, match=r"frame 2.*stretch"):
+        sim.step()
+
+
 def test_sort_tracers_moves_indices_only():
     """sort_tracers permutes the tracers (returning the permutation) and changes nothing
     else: each tracer's later path is bitwise the same as without sorting, and views taken
