@@ -1352,7 +1352,7 @@ static int diffuse_pass(vp_sim *s, double dt)
         long ppos = 0; /* (prio) where plist's untaken tasks start */
         const size_t fs = maxc + PSE_PAD; /* a float field's stride: the batch and its padding */
         float *bf = malloc(10 * fs * sizeof(float)); /* 5 fields, the key, 2 weights, V, c */
-        size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 1) * sizeof(size_t));
+        size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 4) * sizeof(size_t));
         int32_t *pk = malloc((maxc + 2 * PSE_PAD) * sizeof(int32_t));
         uint8_t *flag = malloc(maxc + 2 * PSE_PAD);
         /* vp_pse_cell2's packed fields (12 of stride xns) and pair lists (4), where it is used
@@ -1428,9 +1428,9 @@ static int diffuse_pass(vp_sim *s, double dt)
                 float *vf = bf + 8 * fs, *ocf = bf + 9 * fs;
                 /* the batch's sorted indices, by x cell then row: each row's cells are
                  * consecutive in the sorted order, so a row's next cell starts where its last
-                 * ended (rcur: one load a cell, not two); a cell of at most one vorton (most, in
-                 * a sparse plume) is written without a branch on its count, the slot written
-                 * whatever it holds (idx has room for maxc + 1).  (In hot_ball this loop was a
+                 * ended (rcur: one load a cell, not two); a cell of at most four vortons (nearly
+                 * all, in a plume or a lattice) is written without a branch on its count, four
+                 * slots whatever it holds (idx has room for maxc + 4).  (In hot_ball this loop was a
                  * fifth of diffusion: two loads and an unpredictable loop exit a cell.) */
                 size_t m = 0, rcur[13];
                 for (int k = 0; k < nr; k++) rcur[k] = start[rows[k] + bx0];
@@ -1439,9 +1439,9 @@ static int diffuse_pass(vp_sim *s, double dt)
                     for (int k = 0; k < nr; k++) {
                         const size_t j0 = rcur[k], j1 = start[rows[k] + cx + 1];
                         rcur[k] = j1;
-                        idx[m] = j0;
-                        if (j1 - j0 > 1)
-                            for (size_t j = j0 + 1; j < j1; j++) idx[m + (j - j0)] = j;
+                        for (size_t t = 0; t < 4; t++) idx[m + t] = j0 + t; /* (one vector store) */
+                        if (j1 - j0 > 4)
+                            for (size_t j = j0 + 4; j < j1; j++) idx[m + (j - j0)] = j;
                         m += j1 - j0;
                     }
                 }
