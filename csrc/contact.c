@@ -477,8 +477,8 @@ static double conduct(double kb, double dt, double Tb, double Ti, double Ci, dou
 VP_CLONES
 static void collide_tracers_range(const vp_body *B, long k0, long k1, double *restrict tx, double *restrict tv)
 {
-    for (long b0 = k0; b0 < k1; b0 += 64)
-        vp_project_tracers_block(B, b0, (int)(b0 + 64 < k1 ? 64 : k1 - b0), tx, tv);
+    for (long b0 = k0, hit = 0; b0 < k1; b0 += 64)
+        hit = vp_project_tracers_block(B, b0, (int)(b0 + 64 < k1 ? 64 : k1 - b0), tx, tv, !hit);
 }
 
 /* Contact vorton i reassigned (part 4, physics.md 2.7): moved to its placement and its

@@ -744,9 +744,9 @@ static inline vp_v4f cell_lerp(const float *cells, int ci, float f0, float f1, f
  * function of its own, not inlined into the advection (whose code then ran 0.96x on 1e6
  * tracers without bodies). */
 VP_CLONES
-static void project_block(const vp_body *B, long b0, int m, double *restrict tx, double *restrict tv)
+static int project_block(const vp_body *B, long b0, int m, double *restrict tx, double *restrict tv, int prefilter)
 {
-    vp_project_tracers_block(B, b0, m, tx, tv);
+    return vp_project_tracers_block(B, b0, m, tx, tv, prefilter);
 }
 
 /* Heun (or Euler) steps of tracers [i0, i1) through the gathered cells; tracers beyond the
@@ -763,6 +763,7 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
                                  size_t *restrict outliers, const vp_body *bodies, int nbod)
 {
     size_t n_out = 0;
+    unsigned hits = 0; /* bit k: the last block projected had tracers inside body k (project_block) */
     double px[VP_TB], py[VP_TB], pz[VP_TB], ux[VP_TB], uy[VP_TB], uz[VP_TB];
     float fx[VP_TB], fy[VP_TB], fz[VP_TB];
     vp_v4f u4[VP_TB]; /* a lookup's [u v w density] as one 16-byte store (three or four scalar extracts were) */
@@ -821,7 +822,11 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
          * the tracers sit on the ball, the projection itself dominates and the move is
          * neutral).  A block with outliers waits for them to be moved (advect). */
         if (!out)
-            for (int k = 0; k < nbod; k++) project_block(&bodies[k], b0, m, x, vel);
+            for (int k = 0; k < nbod; k++) {
+                const unsigned bit = k < 32 ? 1u << k : 0u; /* (bodies past 32: always prefiltered) */
+                if (project_block(&bodies[k], b0, m, x, vel, !(hits & bit))) hits |= bit;
+                else hits &= ~bit;
+            }
     }
     return n_out;
 }
@@ -1005,7 +1010,7 @@ static int finish_outliers(vp_sim *s, size_t n, double *x, double *vel, size_t *
         if (b0 == last) continue;
         last = b0;
         const int m = (int)(n - b0 < 64 ? n - b0 : 64);
-        for (size_t k = 0; k < nbod; k++) project_block(&bodies[k], (long)b0, m, x, vel);
+        for (size_t k = 0; k < nbod; k++) project_block(&bodies[k], (long)b0, m, x, vel, 1);
     }
     return VP_OK;
 }
