@@ -67,8 +67,13 @@ def main(argv=None):
         for t in a.threads:
             if a.wait_quiet:
                 C.wait_quiet(a.wait_quiet)
-            k = steps if n <= 2e5 else min(steps, 3)
-            c = run_case(int(n), 0, t, warmup=1, steps=k, solver=a.solver)
+            # steps of the small sizes cost little, and their first ones (allocations, the
+            # poisson kernel's transform) weighed on a median of five: at 1e3 vortons and 2
+            # threads the five after one warm-up step took 0.43 -> 0.31 ms, and two runs gave
+            # 0.42 and 0.55 us a vorton; five warm-up and twenty timed steps up to 1e4
+            small = n <= 1e4
+            k = max(steps, 20) if small else (steps if n <= 2e5 else min(steps, 3))
+            c = run_case(int(n), 0, t, warmup=5 if small else 1, steps=k, solver=a.solver)
             c["us_per_vorton"] = c["ms"] * 1e3 / c["vortons"]
             cases.append(c)
             print(f"  {c['vortons']} vortons, {t} thr: {c['ms']:.2f} ms/step, {c['us_per_vorton']:.3f} us/vorton",
