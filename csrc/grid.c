@@ -184,7 +184,7 @@ static inline double no_contract(double x)
     return x;
 }
 
-/* One row of nodes (j, k) of vp_grid_jacobian, all three axes at least 2 nodes long: the
+/* One row of nodes (j, k) of vp_grid_jacobian (an axis of one node gives zero differences): the
  * three components of an axis' difference on one 4-lane vector (the field's padded
  * 4-lane read, VP_GRID_PAD: the last lane is discarded), divided as diff() divides them.
  * (The norms are summed by the caller, in the order of the scalar form.) */
@@ -222,40 +222,21 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
 {
     (void)threads;
     const int nn[3] = {g->n[0], g->n[1], g->n[2]};
-    const size_t st[3] = {1, (size_t)nn[0], (size_t)nn[0] * (size_t)nn[1]};
+    const size_t sy = (size_t)nn[0], sz = (size_t)nn[0] * (size_t)nn[1];
     const double den2 = 2.0 * g->h, den1 = 1.0 * g->h;
     double m2 = 0.0;
-    const int rows = nn[0] >= 2 && nn[1] >= 2 && nn[2] >= 2;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(max : m2)
     for (long k = 0; k < nn[2]; k++)
         for (int j = 0; j < nn[1]; j++) {
-            if (rows) { /* offsets down (lo) and up (hi) along y and z, and their spans */
-                const size_t ylo = j == 0 ? 0 : st[1], yhi = j == nn[1] - 1 ? 0 : st[1];
-                const size_t zlo = k == 0 ? 0 : st[2], zhi = k == nn[2] - 1 ? 0 : st[2];
-                const double dy = j == 0 || j == nn[1] - 1 ? den1 : den2, dz = k == 0 || k == nn[2] - 1 ? den1 : den2;
-                const size_t id0 = IDX(g, 0, j, k);
-                jacobian_row(vec, out, id0, nn[0], ylo, yhi, dy, zlo, zhi, dz, den1, den2);
-                for (int i = 0; i < nn[0]; i++) { /* the norms, as below */
-                    const double *o = out + 9 * (id0 + (size_t)i);
-                    double q = 0;
-                    for (int c = 0; c < 9; c++) q += no_contract(o[c] * o[c]);
-                    m2 = q > m2 ? q : m2;
-                }
-                continue;
-            }
-            for (int i = 0; i < nn[0]; i++) {
-                const int p[3] = {i, j, (int)k};
-                const size_t id = IDX(g, i, j, k);
-                double *o = out + 9 * id;
-                for (int b = 0; b < 3; b++) {
-                    if (nn[b] < 2) { o[b] = o[3 + b] = o[6 + b] = 0.0; continue; }
-                    size_t lo = id, hi = id;
-                    double den = den1;
-                    if (p[b] == 0) hi = id + st[b];
-                    else if (p[b] == nn[b] - 1) lo = id - st[b];
-                    else { lo = id - st[b]; hi = id + st[b]; den = den2; }
-                    for (int a = 0; a < 3; a++) o[3 * a + b] = (vec[3 * hi + a] - vec[3 * lo + a]) / den;
-                }
+            /* the offsets down (lo) and up (hi) along y and z, and their spans: one-sided at
+             * an edge, none along an axis of one node (a zero difference, J's column 0) */
+            const size_t ylo = j == 0 ? 0 : sy, yhi = j == nn[1] - 1 ? 0 : sy;
+            const size_t zlo = k == 0 ? 0 : sz, zhi = k == nn[2] - 1 ? 0 : sz;
+            const double dy = j == 0 || j == nn[1] - 1 ? den1 : den2, dz = k == 0 || k == nn[2] - 1 ? den1 : den2;
+            const size_t id0 = IDX(g, 0, j, k);
+            jacobian_row(vec, out, id0, nn[0], ylo, yhi, dy, zlo, zhi, dz, den1, den2);
+            for (int i = 0; i < nn[0]; i++) { /* the squared norms, summed in row-major order */
+                const double *o = out + 9 * (id0 + (size_t)i);
                 double q = 0;
                 for (int c = 0; c < 9; c++) q += no_contract(o[c] * o[c]);
                 m2 = q > m2 ? q : m2;
