@@ -186,13 +186,15 @@ static inline double no_contract(double x)
 
 /* One row of nodes (j, k) of vp_grid_jacobian (an axis of one node gives zero differences): the
  * three components of an axis' difference on one 4-lane vector (the field's padded
- * 4-lane read, VP_GRID_PAD: the last lane is discarded), divided as diff() divides them.
- * (The norms are summed by the caller, in the order of the scalar form.) */
+ * 4-lane read, VP_GRID_PAD: the last lane is discarded), divided as diff() divides them;
+ * returns the row's largest squared norm, its squares summed in row-major order and never
+ * fused into multiply-adds (no_contract), so the same bits in every clone. */
 VP_CLONES
-static void jacobian_row(const double *restrict vec, double *restrict out, size_t id0, int n0, size_t ylo, size_t yhi,
-                         double dy, size_t zlo, size_t zhi, double dz, double den1, double den2)
+static double jacobian_row(const double *restrict vec, double *restrict out, size_t id0, int n0, size_t ylo,
+                           size_t yhi, double dy, size_t zlo, size_t zhi, double dz, double den1, double den2)
 {
     typedef double v4d __attribute__((vector_size(32)));
+    double m2 = 0.0;
     for (int i = 0; i < n0; i++) {
         const size_t id = id0 + (size_t)i;
         const size_t xlo = i == 0 ? id : id - 1, xhi = i == n0 - 1 ? id : id + 1;
@@ -204,10 +206,13 @@ static void jacobian_row(const double *restrict vec, double *restrict out, size_
         d[1] = (a - b) / dy;
         __builtin_memcpy(&a, vec + 3 * (id + zhi), sizeof a); __builtin_memcpy(&b, vec + 3 * (id - zlo), sizeof b);
         d[2] = (a - b) / dz;
-        double *o = out + 9 * id;
+        double *o = out + 9 * id, q = 0;
         for (int r = 0; r < 3; r++)
             for (int c = 0; c < 3; c++) o[3 * r + c] = d[c][r];
+        for (int c = 0; c < 9; c++) q += no_contract(o[c] * o[c]); /* row-major, unfused */
+        m2 = q > m2 ? q : m2;
     }
+    return m2;
 }
 
 /* The Jacobian J_ab = du_a/dx_b of a 3-vector field at every node, by diff()'s differences
@@ -234,13 +239,8 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
             const size_t zlo = k == 0 ? 0 : sz, zhi = k == nn[2] - 1 ? 0 : sz;
             const double dy = j == 0 || j == nn[1] - 1 ? den1 : den2, dz = k == 0 || k == nn[2] - 1 ? den1 : den2;
             const size_t id0 = IDX(g, 0, j, k);
-            jacobian_row(vec, out, id0, nn[0], ylo, yhi, dy, zlo, zhi, dz, den1, den2);
-            for (int i = 0; i < nn[0]; i++) { /* the squared norms, summed in row-major order */
-                const double *o = out + 9 * (id0 + (size_t)i);
-                double q = 0;
-                for (int c = 0; c < 9; c++) q += no_contract(o[c] * o[c]);
-                m2 = q > m2 ? q : m2;
-            }
+            const double q = jacobian_row(vec, out, id0, nn[0], ylo, yhi, dy, zlo, zhi, dz, den1, den2);
+            m2 = q > m2 ? q : m2;
         }
     return m2;
 }
