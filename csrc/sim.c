@@ -1054,8 +1054,12 @@ static int tracers_use_cells(const vp_sim *s)
     return s->tracers.n >= nn && nn < (size_t)1 << 30;
 }
 
+/* Whether the density grid holds any nonzero value.  Called after this step's splat, which
+ * sets density_flat when every vorton is at the ambient density: the grid is then all zero,
+ * and its scan (a whole pass over the grid in uniform fluid) is not needed. */
 static int density_nonuniform(const vp_sim *s)
 {
+    if (s->density_flat) return 0;
     const size_t nn = vp_grid_count(&s->grid);
     int any = 0;
     for (size_t k = 0; k < nn && !any; k++) any = s->grid_density[k] != 0.0;
