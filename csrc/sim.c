@@ -1335,7 +1335,10 @@ static int check_finite(vp_sim *s, int phase, int what);
  * setup, cell list and guard are short serial stretches between barriers).  Past V = W the
  * tracers' thread waits, and the saving shrinks to zero near V ~ 1.6 W.  Measured (noise
  * lattices, 2 threads): 1e3 vortons and 5e4 tracers 1.22x the frame, 2e3 and 3e4 1.06x,
- * 5e3 and 5e4 0.98x. */
+ * 5e3 and 5e4 0.98x.  Since the tracers' AVX2 path (advect_block_avx2) a tracer step costs
+ * ~0.75 of the unit above and the gain is smaller: 1e3 and 5e4 1.04x, hot_ball's frames
+ * 1.04x; the rule, left as it was, still takes both and declines 2e3-5e3 vortons with
+ * 3e4-5e4 tracers (0.99-1.01x either way). */
 #define OVERLAP_SLACK 1.25
 
 /* Whether phases 5-6 (diffusion, vorton advection) should run on one thread while the
