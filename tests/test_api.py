@@ -386,10 +386,12 @@ def test_tracer_density_is_zero_after_a_step_in_uniform_fluid(threads):
 
 def test_tracer_simd_path_gives_the_same_bits_as_the_portable_one():
     """The tracers' cell pass locates its points with AVX2 intrinsics where the CPU has them
-    (sim.c, cell_locate_avx2) and with a portable loop otherwise or under
-    VORTONPY_NO_AVX2=1: the same clamps at the grid's faces, truncations, fractions and cell
-    indices, so the same bits.  hot_ball samples a non-uniform density;
-    ball_through_smoke's tracers ride a moving ball; a vortex ring stepped with dt = 5 sends
+    (sim.c, cell_locate_avx2), and moves whole blocks with AVX2 and FMA intrinsics
+    (advect_block_avx2) where the x86-64-v3 or v4 clones run; with portable loops otherwise
+    or under VORTONPY_NO_AVX2=1.  Both take the same clamps at the grid's faces,
+    truncations, fractions, cell indices and multiply-adds, so the same bits.  hot_ball samples a non-uniform density and pushes a sixth of its tracers
+    back onto its ball every step; ball_through_smoke's tracers ride a moving ball,
+    spinning_ball's a spinning one; a vortex ring stepped with dt = 5 sends
     Heun predictors past the grid's faces, where the clamps act (the AVX2 path without its
     clamp at 0 failed there only).  (On a CPU without AVX2 both runs take the portable
     path.)"""
@@ -399,6 +401,7 @@ def test_tracer_simd_path_gives_the_same_bits_as_the_portable_one():
     cases = {
         "hot_ball": "sim = vp.scenes.hot_ball(threads=2)\nsim.step(30)\n",
         "ball_through_smoke": "sim = vp.scenes.ball_through_smoke(threads=2)\nsim.step(30)\n",
+        "spinning_ball": "sim = vp.scenes.spinning_ball(threads=2)\nsim.step(10)\n",
         "predictors past the faces": (
             "sim = vp.scenes.vortex_ring(threads=2, tracers=0, dt=5.0)\n"
             "sim.add_tracers(np.random.default_rng(0).uniform(-1.5, 1.5, (20000, 3)))\n"
