@@ -287,6 +287,47 @@ static void bounds_runs(const double *restrict t, long r0, long r1, const double
     }
 }
 
+#ifdef VP_X86_DISPATCH
+#include <immintrin.h>
+/* bounds_runs without limits (L = -inf, H = +inf: domain_bounds' first pass) with AVX2:
+ * MINPD and MAXPD are C's v < m ? v : m and v > m ? v : m, and skip a NaN coordinate as the
+ * limits' test does; the same min and max.  GCC's code for bounds_runs took ~60
+ * instructions a run of 12 (callgrind, hot_ball), this ~15. */
+__attribute__((target("avx2"))) static void bounds_runs_free_avx2(const double *restrict t, long r0, long r1,
+                                                                 double *restrict m1, double *restrict m2,
+                                                                 double *restrict b1)
+{
+    __m256d n0 = _mm256_loadu_pd(m1), n1 = _mm256_loadu_pd(m1 + 4), n2 = _mm256_loadu_pd(m1 + 8);
+    __m256d x0 = _mm256_loadu_pd(m2), x1 = _mm256_loadu_pd(m2 + 4), x2 = _mm256_loadu_pd(m2 + 8);
+    __m256d d0 = _mm256_loadu_pd(b1), d1 = _mm256_loadu_pd(b1 + 4), d2 = _mm256_loadu_pd(b1 + 8);
+    const __m256d z = _mm256_setzero_pd();
+    for (long r = r0; r < r1; r++) {
+        const double *c = t + 12 * r;
+        const __m256d v0 = _mm256_loadu_pd(c), v1 = _mm256_loadu_pd(c + 4), v2 = _mm256_loadu_pd(c + 8);
+        d0 = _mm256_add_pd(d0, _mm256_mul_pd(v0, z)); /* NaN once any coordinate is NaN or infinite */
+        d1 = _mm256_add_pd(d1, _mm256_mul_pd(v1, z));
+        d2 = _mm256_add_pd(d2, _mm256_mul_pd(v2, z));
+        n0 = _mm256_min_pd(v0, n0); n1 = _mm256_min_pd(v1, n1); n2 = _mm256_min_pd(v2, n2);
+        x0 = _mm256_max_pd(v0, x0); x1 = _mm256_max_pd(v1, x1); x2 = _mm256_max_pd(v2, x2);
+    }
+    _mm256_storeu_pd(m1, n0); _mm256_storeu_pd(m1 + 4, n1); _mm256_storeu_pd(m1 + 8, n2);
+    _mm256_storeu_pd(m2, x0); _mm256_storeu_pd(m2 + 4, x1); _mm256_storeu_pd(m2 + 8, x2);
+    _mm256_storeu_pd(b1, d0); _mm256_storeu_pd(b1 + 4, d1); _mm256_storeu_pd(b1 + 8, d2);
+}
+#endif
+
+/* Whether the hand-written AVX2 paths may run: the CPU has AVX2 and VORTONPY_NO_AVX2 is not
+ * set (the tests compare both paths this way). */
+static int avx2_ok(void)
+{
+#ifdef VP_X86_DISPATCH
+    __builtin_cpu_init();
+    return !vp_env_off("VORTONPY_NO_AVX2") && __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
+
 /* Per-lane min, max and non-finite detector of coordinates read in runs of 12 doubles (4
  * points: every lane sees one axis), for point_bounds and domain_bounds.  Min and max are
  * exact, so the order in which shares are merged does not matter. */
@@ -428,6 +469,8 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
     const int pre = tree_expected(s);
     int tree_st = VP_OK;
     enum { CHUNK = 1024 }; /* runs of 12 doubles a chunk */
+    const int simd = avx2_ok(); /* (L and H are infinite here: bounds_runs_free_avx2) */
+    (void)simd;
     const long runs[2] = {3 * (long)nv / 12, 3 * (long)nt / 12}, nch0 = (runs[0] + CHUNK - 1) / CHUNK,
                nch = nch0 + (runs[1] + CHUNK - 1) / CHUNK;
     long next = 0;
@@ -444,6 +487,12 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
         for (long c; (c = vp_claim(&next)) < nch;) {
             const int set = c >= nch0;
             const long r0 = (set ? c - nch0 : c) * CHUNK, r1 = r0 + CHUNK < runs[set] ? r0 + CHUNK : runs[set];
+#ifdef VP_X86_DISPATCH
+            if (simd) {
+                bounds_runs_free_avx2(xs[set], r0, r1, own[set].mn, own[set].mx, own[set].bad);
+                continue;
+            }
+#endif
             bounds_runs(xs[set], r0, r1, L, H, own[set].mn, own[set].mx, own[set].bad);
         }
         for (int c = 0; c < 2; c++) box12_merge(&b[c], &own[c]);
@@ -1176,10 +1225,8 @@ static int cells_pass_init(vp_sim *s, size_t n, double *x, double *vel, double *
     G->sy = (size_t)(g->n[0] - 1); G->sz = G->sy * (size_t)(g->n[1] - 1);
     G->cells = s->cell_velocity;
     G->prefetch = 32 * sizeof(float) * G->sz * (size_t)(g->n[2] - 1) > VP_PREFETCH_CELLS_BYTES;
-    G->simd = 0;
+    G->simd = avx2_ok();
 #ifdef VP_X86_DISPATCH
-    __builtin_cpu_init();
-    G->simd = !vp_env_off("VORTONPY_NO_AVX2") && __builtin_cpu_supports("avx2");
     /* where the x86-64-v3 or v4 clone of advect_cells_range runs (their contractions) */
     G->block_simd = G->simd && __builtin_cpu_supports("x86-64-v3");
 #else

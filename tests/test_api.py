@@ -389,7 +389,8 @@ def test_tracer_simd_path_gives_the_same_bits_as_the_portable_one():
     (sim.c, cell_locate_avx2), and moves whole blocks with AVX2 and FMA intrinsics
     (advect_block_avx2) where the x86-64-v3 or v4 clones run; with portable loops otherwise
     or under VORTONPY_NO_AVX2=1.  Both take the same clamps at the grid's faces,
-    truncations, fractions, cell indices and multiply-adds, so the same bits.  hot_ball samples a non-uniform density and pushes a sixth of its tracers
+    truncations, fractions, cell indices and multiply-adds, so the same bits.  (The domain's
+    box, which places the grid, is also taken with AVX2 there: bounds_runs_free_avx2.)  hot_ball samples a non-uniform density and pushes a sixth of its tracers
     back onto its ball every step; ball_through_smoke's tracers ride a moving ball,
     spinning_ball's a spinning one; a vortex ring stepped with dt = 5 sends
     Heun predictors past the grid's faces, where the clamps act (the AVX2 path without its
