@@ -109,7 +109,7 @@ int vp_sim_remesh(vp_sim *s)
         }
     }
     int st = VP_OK;
-    double *acc = NULL, *np_ = NULL;
+    double *acc = NULL, *np_ = NULL, *amag = NULL;
     long *rx0 = NULL, *rx1 = NULL; /* per lattice row (y, z): the first and last x node reached */
     size_t *roff = NULL;           /* per row: where its nodes start in acc */
     if (nin < 2) goto done;
@@ -152,35 +152,60 @@ int vp_sim_remesh(vp_sim *s)
     /* per node: strength (3), density mass (1), age mass and weight (2), velocity mass (3) */
     acc = calloc(9 * (nn ? nn : 1), sizeof(double));
     if (!acc) { free(base); st = VP_ERR_NOMEM; goto done; }
-    /* the scatter, each thread into an even share of the lattice's z planes: deterministic,
+    /* per node its strength's magnitude, computed once (three passes took its square root
+     * each: a third of the serial remainder) */
+    amag = malloc((nn ? nn : 1) * sizeof(double));
+    if (!amag) { free(base); st = VP_ERR_NOMEM; goto done; }
+    /* The scatter, each thread into a share of the lattice's z planes: deterministic,
      * race-free, and the same bits as one thread (hot_ball remeshes ~1e3 vortons every 10
-     * frames; serial, it was a stall of the second thread) */
+     * frames; serial, it was a stall of the second thread).  The shares hold about equal
+     * numbers of the vortons' kernel planes (a plume fills its box unevenly: even shares of
+     * the planes left one thread with most of the work).  Then the magnitudes and their
+     * largest value (max is exact: any order gives the same). */
+    double amax = 0, dmax = 0;
     {
         const int threads = vp_threads(s);
         (void)threads;
+        long zs[9] = {0}; /* the threads' first planes (up to 8 threads share; more take even shares) */
+        const int team = threads < 8 ? threads : 8;
+        long *zc = team > 1 && nin >= REMESH_PARALLEL_MIN ? calloc((size_t)m[2] + 1, sizeof(long)) : NULL;
+        if (zc) { /* the kernel planes per lattice plane, and the split at equal cumulative counts */
+            for (size_t t = 0; t < nin; t++) for (int kz = 0; kz < 4; kz++) zc[base[3 * t + 2] + kz]++;
+            long tot = 4 * (long)nin, cum = 0;
+            int t = 1;
+            for (long z = 0; z < m[2] && t < team; z++) {
+                cum += zc[z];
+                while (t < team && cum * team >= tot * t) zs[t++] = z + 1;
+            }
+            for (; t <= team; t++) zs[t] = m[2];
+            free(zc);
+        }
 #pragma omp parallel num_threads(threads) if (nin >= REMESH_PARALLEL_MIN)
         {
             int me = 0, nth = 1;
 #ifdef _OPENMP
             me = omp_get_thread_num(); nth = omp_get_num_threads();
 #endif
-            remesh_scatter(n, inside, base, x, w, r, d, age, vel, h, o, m, roff, rx0, m[2] * me / nth,
-                           m[2] * (me + 1) / nth, acc);
+            long z0 = m[2] * me / nth, z1 = m[2] * (me + 1) / nth;
+            if (nth == team && zs[team] == m[2]) { z0 = zs[me]; z1 = zs[me + 1]; }
+            remesh_scatter(n, inside, base, x, w, r, d, age, vel, h, o, m, roff, rx0, z0, z1, acc);
+#pragma omp barrier
+#pragma omp for schedule(static) reduction(max : amax, dmax)
+            for (long id = 0; id < (long)nn; id++) {
+                const double *A = acc + 9 * id;
+                const double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]), ad = fabs(A[3]);
+                amag[id] = am;
+                amax = am > amax ? am : amax;
+                dmax = ad > dmax ? ad : dmax;
+            }
         }
     }
     free(base);
-    double amax = 0, dmax = 0;
-    for (size_t id = 0; id < nn; id++) {
-        const double *A = acc + 9 * id;
-        double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]);
-        if (am > amax) amax = am;
-        if (fabs(A[3]) > dmax) dmax = fabs(A[3]);
-    }
     double thr = s->params.remesh_threshold, ta = thr * amax, td = thr * dmax;
     size_t nkeep = 0;
     for (size_t id = 0; id < nn; id++) {
         const double *A = acc + 9 * id;
-        double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]);
+        const double am = amag[id];
         nkeep += (am > ta && am > 0) || (fabs(A[3]) > td && A[3] != 0);
     }
     size_t nout = n - nin, total = nkeep + nout;
@@ -195,7 +220,7 @@ int vp_sim_remesh(vp_sim *s)
         const size_t iy = row % (size_t)m[1], iz = row / (size_t)m[1];
         for (size_t id = roff[row]; id < roff[row + 1]; id++) {
             const double *A = acc + 9 * id;
-            double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]);
+            const double am = amag[id];
             if (!((am > ta && am > 0) || (fabs(A[3]) > td && A[3] != 0))) continue;
             const long ix = rx0[row] + (long)(id - roff[row]);
             P[3 * k] = (double)(o[0] + ix) * h;
@@ -232,6 +257,6 @@ int vp_sim_remesh(vp_sim *s)
         memcpy(v->velocity->data, U, 3 * total * sizeof(double));
     }
 done:
-    free(inside); free(acc); free(np_); free(rx0); free(rx1); free(roff);
+    free(inside); free(acc); free(np_); free(amag); free(rx0); free(rx1); free(roff);
     return st;
 }
