@@ -430,6 +430,38 @@ static int tree_build_now(vp_sim *s)
     return st;
 }
 
+/* The inverse of a modulo m (a and m coprime), by Euclid's extended algorithm. */
+static size_t inverse_mod(size_t a, size_t m)
+{
+    long t = 0, t1 = 1, r = (long)m, r1 = (long)(a % m);
+    while (r1) {
+        const long qt = r / r1, tt = t - qt * t1, rr = r - qt * r1;
+        t = t1; t1 = tt; r = r1; r1 = rr;
+    }
+    return (size_t)(t < 0 ? t + (long)m : t);
+}
+
+/* The robust limits' sample slots (limits_sample's) that hold points [g0, g1) (global
+ * indices: vortons, then tracers), filled from those points: sample j is point
+ * i = (j + 1/2) n / m, by limits_sample's expression, and goes to slot k = j inv mod m
+ * (inv: step's inverse), so that slot k holds sample (k step) mod m as there.  The same
+ * sample, taken where a sequential pass reads the points (domain_bounds). */
+static void sample_points(const vp_sim *s, size_t nv, size_t n, size_t m, size_t inv, size_t g0, size_t g1,
+                          double *buf)
+{
+    if (g1 <= g0) return;
+    size_t j = (size_t)((double)g0 * (double)m / (double)n);
+    j = j > 1 ? j - 2 : 0; /* (every earlier sample lies before g0) */
+    for (; j < m; j++) {
+        const size_t i = (size_t)(((double)j + 0.5) * (double)n / (double)m);
+        if (i < g0) continue;
+        if (i >= g1) break;
+        const double *p = i < nv ? s->vortons.position->data + 3 * i : s->tracers.position->data + 3 * (i - nv);
+        const size_t k = j * inv % m;
+        buf[k] = p[0]; buf[m + k] = p[1]; buf[2 * m + k] = p[2];
+    }
+}
+
 /* The boxes of phase 1: the vortons' (vlo, vhi) and the tracers' (tlo, thi) coordinates
  * inside the robust limits (vp_robust_limits over both sets; coordinates outside count as
  * absent), as vp_robust_limits and point_bounds give them, in one parallel region and,
@@ -474,6 +506,9 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
     const long runs[2] = {3 * (long)nv / 12, 3 * (long)nt / 12}, nch0 = (runs[0] + CHUNK - 1) / CHUNK,
                nch = nch0 + (runs[1] + CHUNK - 1) / CHUNK;
     long next = 0;
+    const size_t inv = buf ? inverse_mod(step, m) : 0, g_base[2] = {0, nv};
+    if (buf) /* the sample's points past the sets' whole runs (the chunks take the rest) */
+        for (int c = 0; c < 2; c++) sample_points(s, nv, n, m, inv, g_base[c] + 4 * (size_t)runs[c], g_base[c] + ns[c], buf);
     (void)threads;
 #pragma omp parallel num_threads(threads) if (3 * (long)n / 12 > 8192 || m >= 1024 || (pre && threads > 1))
     {
@@ -488,19 +523,23 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
             const int set = c >= nch0;
             const long r0 = (set ? c - nch0 : c) * CHUNK, r1 = r0 + CHUNK < runs[set] ? r0 + CHUNK : runs[set];
 #ifdef VP_X86_DISPATCH
-            if (simd) {
+            if (simd)
                 bounds_runs_free_avx2(xs[set], r0, r1, own[set].mn, own[set].mx, own[set].bad);
-                continue;
-            }
+            else
 #endif
-            bounds_runs(xs[set], r0, r1, L, H, own[set].mn, own[set].mx, own[set].bad);
+                bounds_runs(xs[set], r0, r1, L, H, own[set].mn, own[set].mx, own[set].bad);
+            if (buf) sample_points(s, nv, n, m, inv, g_base[set] + 4 * (size_t)r0, g_base[set] + 4 * (size_t)r1, buf);
         }
         for (int c = 0; c < 2; c++) box12_merge(&b[c], &own[c]);
         /* the largest radius (the grid's padding), exact: serial, it was ~4% of the domain
          * phase at 1e5 vortons */
 #pragma omp for schedule(static) reduction(max : smax) nowait
         for (long i = 0; i < (long)nv; i++) smax = r[i] > smax ? r[i] : smax;
-        if (buf) limits_sample_select(s, nv, n, m, step, klo, khi, buf, q);
+        if (buf) { /* the sample is complete: the six selections, shared */
+#pragma omp barrier
+#pragma omp for schedule(static)
+            for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
+        }
     }
     *rmax = smax;
     s->tree_ready = pre && tree_st == VP_OK; /* if not, the velocity phase builds it (and reports) */
