@@ -41,6 +41,12 @@ SCENES = ["ball_through_smoke", "hot_ball", "spinning_ball", "vortex_ring", "dye
 PHASES = ["domain", "velocity", "stretch", "baroclinic", "diffuse", "advect_vortons", "advect_tracers", "contact",
           "emit", "remesh"]
 MEMORY_BOUND = {"advect_tracers"}  # judged against the bandwidth (bench_scenes.py), not 1.7x
+# Phases that stream every particle's record: bytes a step per (vortons + tracers) for domain,
+# per tracer for advect_tracers.  domain reads every position (24 bytes) and little else since
+# its box pass runs on AVX2 min/max (stop 36); at 2 threads it is judged memory-bound when it
+# moves at least STREAM_FRACTION of the machine's 2-thread STREAM bandwidth, else by 1.7x.
+STREAM_BYTES = {"domain": ("particles", 24), "advect_tracers": ("tracers", 80)}
+STREAM_FRACTION = 0.5
 
 
 def saved_states(name, tmpdir, hot_ball_states, warm, bts_frames=()):
@@ -70,15 +76,18 @@ def saved_states(name, tmpdir, hot_ball_states, warm, bts_frames=()):
 
 
 def time_state(path, threads, steps):
-    """Per step, the phases' ms and the step's wall ms, after one untimed step."""
+    """Per step, the phases' ms, the step's wall ms and the particle counts it started with,
+    after one untimed step."""
     s = vp.Sim.load(path, threads=threads)
     s.overlap = 0
     s.step()
     out = []
     for _ in range(steps):
+        counts = dict(tracers=len(s.tracers), particles=len(s.tracers) + len(s.vortons))
         _, ms = C.timed(s.step)
         t = dict(s.timings)
         t["step"] = ms
+        t.update({"count_" + k: v for k, v in counts.items()})
         out.append(t)
     return out
 
@@ -99,6 +108,7 @@ def main(argv=None):
     print(C.header("vortonpy: per-phase speed-up from 1 to 2 threads (each phase alone)"))
     C.wait_quiet(30)
     ceil_before = C.compute_rate(2) / C.compute_rate(1)
+    bw2 = C.stream_bandwidth(2, repeats=3)
     tmpdir = tempfile.mkdtemp(prefix="vortonpy-threads-")
     paths = {name: saved_states(name, tmpdir, a.hot_ball_states, a.warmup, a.bts_frames) for name in a.scenes}
     # per (scene, state, step, threads): a list over repeats of {phase: ms}.  Each repeat goes
@@ -114,7 +124,7 @@ def main(argv=None):
     rows = []
     for name in a.scenes:
         ns = len(paths[name])
-        keys = sorted({k for (n, *_), v in rec.items() if n == name for tm in v for k in tm})
+        keys = sorted({k for (n, *_), v in rec.items() if n == name for tm in v for k in tm if not k.startswith("count_")})
         res = {}
         for ph in ["step"] + [p for p in PHASES if p in keys]:
             est = {}
@@ -126,13 +136,20 @@ def main(argv=None):
             r1, r2 = est[("best", 1)] / per_step, est[("best", 2)] / per_step
             sb = est[("best", 1)] / est[("best", 2)] if est[("best", 2)] > 0 else float("nan")
             sm = est[("median", 1)] / est[("median", 2)] if est[("median", 2)] > 0 else float("nan")
-            judged = ph != "step" and ph not in MEMORY_BOUND and r1 >= a.min_ms
+            gbps = None  # the phase's streaming rate at 2 threads (best), where it streams records
+            if ph in STREAM_BYTES:
+                what, per = STREAM_BYTES[ph]
+                nbytes = sum(per * rec[(name, si, k, 2)][0]["count_" + what] for si in range(ns) for k in range(a.steps))
+                gbps = nbytes / (est[("best", 2)] * 1e-3) / 1e9 if est[("best", 2)] > 0 else None
+            streaming = ph in MEMORY_BOUND or (gbps is not None and gbps >= STREAM_FRACTION * bw2)
+            judged = ph != "step" and not streaming and r1 >= a.min_ms
             res[ph] = dict(best_ms_1=r1, best_ms_2=r2, median_ms_1=est[("median", 1)] / per_step,
                            median_ms_2=est[("median", 2)] / per_step, speedup_best=sb, speedup_median=sm,
-                           judged=judged)
+                           judged=judged, GBps_2=gbps, memory_bound=streaming)
             if ph == "step" or r1 >= a.min_ms:
-                verdict = ("memory-bound" if ph in MEMORY_BOUND else
-                           ("" if not judged else ("met" if sb >= 1.7 else "NOT met")))
+                rate = f" ({gbps:.0f} GB/s, {gbps / bw2:.0%} of STREAM)" if gbps is not None else ""
+                verdict = ("memory-bound" + rate if streaming else
+                           ("" if not judged else ("met" if sb >= 1.7 else "NOT met") + rate))
                 rows.append([name, ph, f"{r1:.3f}", f"{r2:.3f}", f"{sb:.2f}x", f"{sm:.2f}x", verdict])
         results[name] = dict(states=ns, steps=a.steps, repeats=a.repeats, phases=res)
         for p in paths[name]:
@@ -143,9 +160,11 @@ def main(argv=None):
                       "speed-up (median)", "target >= 1.7x (best)"], rows))
     print(f"\nThe machine's own ceiling, a compute-bound loop on 2 threads vs 1: {ceil_before:.2f}x before, "
           f"{ceil_after:.2f}x after.  'best': per state and step the fastest of the repeats; 'median': their "
-          f"median.  Phases under {a.min_ms} ms a step at 1 thread are left out.")
+          f"median.  Phases under {a.min_ms} ms a step at 1 thread are left out.  STREAM copy at 2 threads: "
+          f"{bw2:.1f} GB/s; domain (24 bytes a particle: every position read) counts as memory-bound from "
+          f"{STREAM_FRACTION:.0%} of it, advect_tracers (80 bytes a tracer) always.")
     path = C.write_json("threads.json", dict(results=results, ceiling_before=ceil_before, ceiling_after=ceil_after,
-                                             args=vars(a)))
+                                             stream_GBps_2=bw2, args=vars(a)))
     print(f"wrote {os.path.relpath(path)}")
 
 
