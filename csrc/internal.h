@@ -39,6 +39,26 @@ static inline int vp_env_off(const char *name)
     return v && *v && *v != '0';
 }
 
+/* Whether the hand-written AVX2 paths may run: the CPU has AVX2 and VORTONPY_NO_AVX2 is not
+ * set (the tests compare both paths this way, in fresh processes).  Decided once per
+ * process and file (a step asks from every block of some loops; threads racing to set it
+ * store the same value). */
+static inline int vp_avx2_ok(void)
+{
+#ifdef VP_X86_DISPATCH
+    static int ok = -1;
+    int v = __atomic_load_n(&ok, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = !vp_env_off("VORTONPY_NO_AVX2") && __builtin_cpu_supports("avx2");
+        __atomic_store_n(&ok, v, __ATOMIC_RELAXED);
+    }
+    return v;
+#else
+    return 0;
+#endif
+}
+
 /* The end of block b of `block` items out of n: the parallel loops hand cloned range
  * functions [b * block, vp_block_end(b, block, n)). */
 static inline long vp_block_end(long b, long block, long n) { return (b + 1) * block < n ? (b + 1) * block : n; }

@@ -316,18 +316,6 @@ __attribute__((target("avx2"))) static void bounds_runs_free_avx2(const double *
 }
 #endif
 
-/* Whether the hand-written AVX2 paths may run: the CPU has AVX2 and VORTONPY_NO_AVX2 is not
- * set (the tests compare both paths this way). */
-static int avx2_ok(void)
-{
-#ifdef VP_X86_DISPATCH
-    __builtin_cpu_init();
-    return !vp_env_off("VORTONPY_NO_AVX2") && __builtin_cpu_supports("avx2");
-#else
-    return 0;
-#endif
-}
-
 /* Per-lane min, max and non-finite detector of coordinates read in runs of 12 doubles (4
  * points: every lane sees one axis), for point_bounds and domain_bounds.  Min and max are
  * exact, so the order in which shares are merged does not matter. */
@@ -501,7 +489,7 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
     const int pre = tree_expected(s);
     int tree_st = VP_OK;
     enum { CHUNK = 1024 }; /* runs of 12 doubles a chunk */
-    const int simd = avx2_ok(); /* (L and H are infinite here: bounds_runs_free_avx2) */
+    const int simd = vp_avx2_ok(); /* (L and H are infinite here: bounds_runs_free_avx2) */
     (void)simd;
     const long runs[2] = {3 * (long)nv / 12, 3 * (long)nt / 12}, nch0 = (runs[0] + CHUNK - 1) / CHUNK,
                nch = nch0 + (runs[1] + CHUNK - 1) / CHUNK;
@@ -1151,25 +1139,33 @@ static int advect_outliers(vp_sim *s, double *x, double *vel, const size_t *outl
 VP_CLONES
 static size_t advect_nodes_range(const vp_grid *g, const double *restrict gv, const double glo[3], const double ghi[3],
                                  double dt, int order, long i0, long i1, double *restrict x, double *restrict vel,
-                                 size_t *restrict outliers)
+                                 size_t *restrict outliers, int simd)
 {
     size_t c = 0;
-    double u0[NODES_TB][3], u[NODES_TB][3];
+    double u0[NODES_TB][3], u[NODES_TB][3], xp[NODES_TB][3], f[NODES_TB][3];
+    size_t base[NODES_TB];
     int in[NODES_TB];
     for (long b0 = i0; b0 < i1; b0 += NODES_TB) {
         const int m = i1 - b0 < NODES_TB ? (int)(i1 - b0) : NODES_TB;
         double *xb = x + 3 * b0;
+        /* the cells of the block (vp_grid_cells: with AVX2, four at a time), then the lookups */
+        vp_grid_cells(g, m, xb, base, f, simd);
         for (int j = 0; j < m; j++) {
             in[j] = in_box(xb + 3 * j, glo, ghi);
             if (!in[j]) outliers[c++] = (size_t)(b0 + j);
-            else vp_grid_interp3(g, gv, xb + 3 * j, u0[j]);
+            else vp_grid_interp3_at(g, gv, base[j], f[j], u0[j]);
         }
         if (order >= 2) {
             for (int j = 0; j < m; j++) {
-                if (!in[j]) continue;
                 const double *xi = xb + 3 * j;
-                double xp[3] = {xi[0] + dt * u0[j][0], xi[1] + dt * u0[j][1], xi[2] + dt * u0[j][2]}, u1[3];
-                vp_grid_interp3(g, gv, xp, u1);
+                if (!in[j]) { xp[j][0] = xi[0]; xp[j][1] = xi[1]; xp[j][2] = xi[2]; continue; } /* (unused, finite) */
+                xp[j][0] = xi[0] + dt * u0[j][0]; xp[j][1] = xi[1] + dt * u0[j][1]; xp[j][2] = xi[2] + dt * u0[j][2];
+            }
+            vp_grid_cells(g, m, &xp[0][0], base, f, simd);
+            for (int j = 0; j < m; j++) {
+                if (!in[j]) continue;
+                double u1[3];
+                vp_grid_interp3_at(g, gv, base[j], f[j], u1);
                 for (int a = 0; a < 3; a++) u[j][a] = 0.5 * (u0[j][a] + u1[a]);
             }
         } else {
@@ -1264,7 +1260,7 @@ static int cells_pass_init(vp_sim *s, size_t n, double *x, double *vel, double *
     G->sy = (size_t)(g->n[0] - 1); G->sz = G->sy * (size_t)(g->n[1] - 1);
     G->cells = s->cell_velocity;
     G->prefetch = 32 * sizeof(float) * G->sz * (size_t)(g->n[2] - 1) > VP_PREFETCH_CELLS_BYTES;
-    G->simd = avx2_ok();
+    G->simd = vp_avx2_ok();
 #ifdef VP_X86_DISPATCH
     /* where the x86-64-v3 or v4 clone of advect_cells_range runs (their contractions) */
     G->block_simd = G->simd && __builtin_cpu_supports("x86-64-v3");
@@ -1315,10 +1311,12 @@ static int advect_nodes(vp_sim *s, int tracers, size_t n, double *x, double *vel
     const long block = 64, nb = ((long)n + block - 1) / block;
     size_t *oidx = outlier_lists(s, tracers, n, nb), *ocnt = oidx ? oidx + n : NULL;
     if (!oidx) return VP_ERR_NOMEM;
+    const int simd = vp_avx2_ok();
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long b = 0; b < nb; b++) {
         const long i1 = vp_block_end(b, block, (long)n);
-        ocnt[b] = advect_nodes_range(g, s->grid_velocity, glo, ghi, dt, order, b * block, i1, x, vel, oidx + b * block);
+        ocnt[b] = advect_nodes_range(g, s->grid_velocity, glo, ghi, dt, order, b * block, i1, x, vel, oidx + b * block,
+                                     simd);
     }
     return finish_outliers(s, n, x, vel, oidx, ocnt, nb, block, NULL, 0);
 }

@@ -15,13 +15,15 @@
  * per-vorton loop took 45 ns a vorton. */
 VP_CLONES
 static void stretch_range(const vp_grid *g, const double *restrict jac, double dt, long i0, long i1,
-                          const double *restrict x, double *restrict w)
+                          const double *restrict x, double *restrict w, int simd)
 {
-    double J[9][64], Jv[9];
+    double J[9][64], Jv[9], f[64][3];
+    size_t base[64];
     for (long b0 = i0; b0 < i1; b0 += 64) {
         const int m = (int)(i1 - b0 < 64 ? i1 - b0 : 64);
+        vp_grid_cells(g, m, x + 3 * b0, base, f, simd); /* (with AVX2, four at a time) */
         for (int j = 0; j < m; j++) {
-            vp_grid_interp9(g, jac, x + 3 * (b0 + j), Jv);
+            vp_grid_interp9_at(g, jac, base[j], f[j], Jv);
             for (int c = 0; c < 9; c++) J[c][j] = Jv[c];
         }
         double *wb = w + 3 * b0;
@@ -43,7 +45,7 @@ static void stretch_range(const vp_grid *g, const double *restrict jac, double d
 void vp_stretch_range(vp_sim *s, long i0, long i1)
 {
     stretch_range(&s->grid, s->grid_jacobian, s->params.dt, i0, i1, s->vortons.position->data,
-                  s->vortons.vorticity->data);
+                  s->vortons.vorticity->data, vp_avx2_ok());
 }
 
 void vp_stretch(vp_sim *s)
@@ -52,11 +54,12 @@ void vp_stretch(vp_sim *s)
     const long n = (long)v->n;
     int threads = vp_threads(s);
     (void)threads;
+    const int simd = vp_avx2_ok();
     /* an even share of the vortons a thread (blocks of 256 split unevenly at ~1e3 vortons) */
 #pragma omp parallel num_threads(threads)
     {
         long i0, i1;
         vp_thread_share(n, &i0, &i1);
-        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, i0, i1, v->position->data, v->vorticity->data);
+        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, i0, i1, v->position->data, v->vorticity->data, simd);
     }
 }

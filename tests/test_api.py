@@ -389,8 +389,10 @@ def test_tracer_simd_path_gives_the_same_bits_as_the_portable_one():
     (sim.c, cell_locate_avx2), and moves whole blocks with AVX2 and FMA intrinsics
     (advect_block_avx2) where the x86-64-v3 or v4 clones run; with portable loops otherwise
     or under VORTONPY_NO_AVX2=1.  Both take the same clamps at the grid's faces,
-    truncations, fractions, cell indices and multiply-adds, so the same bits.  (The domain's
-    box, which places the grid, is also taken with AVX2 there: bounds_runs_free_avx2.)  hot_ball samples a non-uniform density and pushes a sixth of its tracers
+    truncations, fractions, cell indices and multiply-adds, so the same bits.  The vortons'
+    advection and stretching find their cells on the double grid four at a time with AVX2
+    (grid_inline.h, vp_grid_cells_avx2), and the domain's box, which places the grid, is
+    taken with AVX2 min/max (bounds_runs_free_avx2): the vortons must match too.  hot_ball samples a non-uniform density and pushes a sixth of its tracers
     back onto its ball every step; ball_through_smoke's tracers ride a moving ball,
     spinning_ball's a spinning one; a vortex ring stepped with dt = 5 sends
     Heun predictors past the grid's faces, where the clamps act (the AVX2 path without its
@@ -411,8 +413,9 @@ def test_tracer_simd_path_gives_the_same_bits_as_the_portable_one():
     for name, build in cases.items():
         code = (
             "import sys, numpy as np, vortonpy as vp\n" + build +
-            "t = sim.tracers\n"
+            "t, v = sim.tracers, sim.vortons\n"
             "np.save(sys.argv[1], np.column_stack([t.position, t.velocity, t.density]))\n"
+            "np.save(sys.argv[1] + '.v.npy', np.column_stack([v.position, v.vorticity, v.velocity]))\n"
         )
         outs = []
         with tempfile.TemporaryDirectory() as d:
@@ -420,9 +423,11 @@ def test_tracer_simd_path_gives_the_same_bits_as_the_portable_one():
                 out = os.path.join(d, f"t{flag}.npy")
                 r = run_child(code, out, cwd=d, VORTONPY_NO_AVX2=flag)
                 assert r.returncode == 0, r.stderr
-                outs.append(np.load(out))
-        assert len(outs[0]) > 1000 and np.isfinite(outs[0]).all()
-        assert outs[0].shape == outs[1].shape and np.array_equal(outs[0], outs[1]), name
+                outs.append((np.load(out), np.load(out + ".v.npy")))
+        for k in range(2):  # tracers, vortons
+            a, b = outs[0][k], outs[1][k]
+            assert len(a) > (1000, 100)[k] and np.isfinite(a).all()
+            assert a.shape == b.shape and np.array_equal(a, b), (name, ("tracers", "vortons")[k])
 
 
 def test_max_rate_is_the_grid_jacobian_norm_exactly():
