@@ -39,21 +39,30 @@ static inline int vp_env_off(const char *name)
     return v && *v && *v != '0';
 }
 
-/* Whether the hand-written AVX2 paths may run: the CPU has AVX2 and VORTONPY_NO_AVX2 is not
- * set (the tests compare both paths this way, in fresh processes).  Decided once per
- * process and file (a step asks from every block of some loops; threads racing to set it
- * store the same value). */
+#ifdef VP_X86_DISPATCH
+/* Whether the CPU has `feature` (a __builtin_cpu_supports name) and environment variable
+ * `off` is not set: the run-time choice of a hand-written SIMD path (the tests compare the
+ * paths by setting the variable, in fresh processes).  Decided once per process and
+ * function (asked from every block of some loops; threads racing to set it store the same
+ * value). */
+#define VP_CPU_CHOICE(off, feature)                                                       \
+    __extension__({                                                                       \
+        static int choice_ = -1;                                                          \
+        int c_ = __atomic_load_n(&choice_, __ATOMIC_RELAXED);                             \
+        if (c_ < 0) {                                                                     \
+            __builtin_cpu_init();                                                         \
+            c_ = !vp_env_off(off) && __builtin_cpu_supports(feature);                     \
+            __atomic_store_n(&choice_, c_, __ATOMIC_RELAXED);                             \
+        }                                                                                 \
+        c_;                                                                               \
+    })
+#endif
+
+/* Whether the hand-written AVX2 paths may run (VORTONPY_NO_AVX2 rules them out). */
 static inline int vp_avx2_ok(void)
 {
 #ifdef VP_X86_DISPATCH
-    static int ok = -1;
-    int v = __atomic_load_n(&ok, __ATOMIC_RELAXED);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = !vp_env_off("VORTONPY_NO_AVX2") && __builtin_cpu_supports("avx2");
-        __atomic_store_n(&ok, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    return VP_CPU_CHOICE("VORTONPY_NO_AVX2", "avx2");
 #else
     return 0;
 #endif

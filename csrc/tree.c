@@ -290,17 +290,7 @@ typedef float vp_tv16 __attribute__((vector_size(64)));
  * clones), unless VORTONPY_NO_AVX512 is set (the tests compare both widths this way, in
  * child processes: the answer is taken once per process, where PSE's packing reads the
  * variable at every pass) */
-static int eval_wide(void)
-{
-    static int wide = -1;
-    int w = __atomic_load_n(&wide, __ATOMIC_RELAXED);
-    if (w < 0) {
-        __builtin_cpu_init();
-        w = !vp_env_off("VORTONPY_NO_AVX512") && __builtin_cpu_supports("x86-64-v4");
-        __atomic_store_n(&wide, w, __ATOMIC_RELAXED);
-    }
-    return w;
-}
+static int eval_wide(void) { return VP_CPU_CHOICE("VORTONPY_NO_AVX512", "x86-64-v4"); }
 #endif
 
 static void eval_targets(const ilist *L, int nt, const float *restrict TX, const float *restrict TY,

@@ -24,3 +24,19 @@ def run_child(code, *args, cwd=None, **extra):
             return run_child(code, *args, cwd=d, **extra)
     return subprocess.run([sys.executable, "-c", code, *args], env=child_env(**extra), capture_output=True,
                           text=True, cwd=cwd)
+
+
+def child_npz(code, envs):
+    """Per dict of environment variables in envs, the arrays a child `python -c code PATH`
+    (run_child) saved with `np.savez(sys.argv[1], ...)`, as a dict of arrays: how the tests
+    compare run-time code paths (VORTONPY_NO_AVX2 and the like), which a process picks once."""
+    import numpy as np
+    outs = []
+    with tempfile.TemporaryDirectory() as d:
+        for k, env in enumerate(envs):
+            path = os.path.join(d, f"out{k}.npz")
+            r = run_child(code, path, cwd=d, **env)
+            assert r.returncode == 0, r.stderr
+            with np.load(path) as z:
+                outs.append({name: z[name] for name in z.files})
+    return outs

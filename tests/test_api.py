@@ -398,9 +398,7 @@ def test_tracer_simd_path_gives_the_same_bits_as_the_portable_one():
     Heun predictors past the grid's faces, where the clamps act (the AVX2 path without its
     clamp at 0 failed there only).  (On a CPU without AVX2 both runs take the portable
     path.)"""
-    import os
-    import tempfile
-    from _child import run_child
+    from _child import child_npz
     cases = {
         "hot_ball": "sim = vp.scenes.hot_ball(threads=2)\nsim.step(30)\n",
         "ball_through_smoke": "sim = vp.scenes.ball_through_smoke(threads=2)\nsim.step(30)\n",
@@ -414,20 +412,14 @@ def test_tracer_simd_path_gives_the_same_bits_as_the_portable_one():
         code = (
             "import sys, numpy as np, vortonpy as vp\n" + build +
             "t, v = sim.tracers, sim.vortons\n"
-            "np.save(sys.argv[1], np.column_stack([t.position, t.velocity, t.density]))\n"
-            "np.save(sys.argv[1] + '.v.npy', np.column_stack([v.position, v.vorticity, v.velocity]))\n"
+            "np.savez(sys.argv[1], tracers=np.column_stack([t.position, t.velocity, t.density]),\n"
+            "         vortons=np.column_stack([v.position, v.vorticity, v.velocity]))\n"
         )
-        outs = []
-        with tempfile.TemporaryDirectory() as d:
-            for flag in ("0", "1"):
-                out = os.path.join(d, f"t{flag}.npy")
-                r = run_child(code, out, cwd=d, VORTONPY_NO_AVX2=flag)
-                assert r.returncode == 0, r.stderr
-                outs.append((np.load(out), np.load(out + ".v.npy")))
-        for k in range(2):  # tracers, vortons
-            a, b = outs[0][k], outs[1][k]
-            assert len(a) > (1000, 100)[k] and np.isfinite(a).all()
-            assert a.shape == b.shape and np.array_equal(a, b), (name, ("tracers", "vortons")[k])
+        simd, portable = child_npz(code, [dict(VORTONPY_NO_AVX2="0"), dict(VORTONPY_NO_AVX2="1")])
+        for k, least in (("tracers", 1000), ("vortons", 100)):
+            a, b = simd[k], portable[k]
+            assert len(a) > least and np.isfinite(a).all()
+            assert a.shape == b.shape and np.array_equal(a, b), (name, k)
 
 
 def test_max_rate_is_the_grid_jacobian_norm_exactly():

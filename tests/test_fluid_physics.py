@@ -7,7 +7,7 @@ import pytest
 import vortonpy as vp
 from vortonpy.scenes import lattice, radius_for_spacing
 
-from _child import run_child
+from _child import child_npz, run_child
 
 
 def ring_centre(sim):
@@ -385,22 +385,15 @@ def test_pse_simd_packings_give_the_same_bits_as_the_portable_one():
     instead; spinning_ball's dense lattice (~230 candidates a vorton) takes, on AVX2
     without AVX-512, the two-pass form (vp_pse_cell2), which must list the same pairs and
     weights as the single pass."""
-    import os
-    import tempfile
     for scene in ("hot_ball", "ball_through_smoke", "spinning_ball"):
         code = (
             "import sys, numpy as np, vortonpy as vp\n"
             f"sim = vp.scenes.{scene}(threads=2, tracers=0)\n"
             "sim.step(40)\n"
-            "np.save(sys.argv[1], np.column_stack([sim.vortons.position, sim.vortons.vorticity, sim.vortons.density]))\n"
+            "np.savez(sys.argv[1], v=np.column_stack([sim.vortons.position, sim.vortons.vorticity, sim.vortons.density]))\n"
         )
-        outs = []
-        with tempfile.TemporaryDirectory() as d:
-            for flag in ("00", "10", "11"):
-                out = os.path.join(d, f"s{flag}.npy")
-                r = run_child(code, out, cwd=d, VORTONPY_NO_AVX512=flag[0], VORTONPY_NO_AVX2=flag[1])
-                assert r.returncode == 0, r.stderr
-                outs.append(np.load(out))
+        outs = [o["v"] for o in child_npz(code, [dict(VORTONPY_NO_AVX512=f[0], VORTONPY_NO_AVX2=f[1])
+                                                 for f in ("00", "10", "11")])]
         for other in outs[1:]:
             assert outs[0].shape == other.shape and np.array_equal(outs[0], other), scene
 
@@ -414,8 +407,6 @@ def test_pse_two_pass_drops_underflowed_weights_as_the_single_pass():
     a vorton) and the viscosity at its cap, against the portable single pass: this differed
     in the last bits (4e-16) before the zeros were dropped.  On other CPUs both runs take the
     single pass."""
-    import os
-    import tempfile
     code = (
         "import sys, numpy as np, vortonpy as vp\n"
         "h = 1e8\n"
@@ -426,15 +417,10 @@ def test_pse_two_pass_drops_underflowed_weights_as_the_single_pass():
         "sim = vp.Sim(threads=2, viscosity=0.1 * h * h * 30, gravity=(0, 0, 0), pse_cutoff=4.0)\n"
         "sim.add_vortons(p, w, h * (3 / (4 * np.pi)) ** (1 / 3))\n"
         "sim.step(3)\n"
-        "np.save(sys.argv[1], sim.vortons.vorticity)\n"
+        "np.savez(sys.argv[1], w=sim.vortons.vorticity)\n"
     )
-    outs = []
-    with tempfile.TemporaryDirectory() as d:
-        for flag in ("00", "11"):
-            out = os.path.join(d, f"u{flag}.npy")
-            r = run_child(code, out, cwd=d, VORTONPY_NO_AVX512=flag[0], VORTONPY_NO_AVX2=flag[1])
-            assert r.returncode == 0, r.stderr
-            outs.append(np.load(out))
+    outs = [o["w"] for o in child_npz(code, [dict(VORTONPY_NO_AVX512="0", VORTONPY_NO_AVX2="0"),
+                                             dict(VORTONPY_NO_AVX512="1", VORTONPY_NO_AVX2="1")])]
     assert np.isfinite(outs[0]).all()
     assert np.array_equal(outs[0], outs[1])
 
