@@ -59,7 +59,9 @@ VP_GRID_INLINE vp_grid_corners vp_grid_corners_of(const vp_grid *g, const double
 /* vp_grid_cell of m points (records of 3 doubles at x) into base[j] and f[j][0..2]: with AVX2
  * where simd (vp_avx2_ok), four points at a time, for finite points (the clamps as MINPD
  * then MAXPD: C's selects for every finite value; a NaN would go to the top here, to 0
- * there), the same truncations, fractions and indices, so the same cells; GCC's scalar
+ * there: positions are finite after the domain phase, and a NaN predictor comes only from
+ * a NaN grid velocity, when the step fails in either path), the same truncations,
+ * fractions and indices, so the same cells; GCC's scalar
  * vp_grid_cell took ~36 instructions a lookup (callgrind, 1e5 vortons), this ~10.  Else
  * vp_grid_cell point by point. */
 #ifdef VP_X86_DISPATCH

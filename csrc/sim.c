@@ -791,7 +791,9 @@ static inline void cell_locate(const cell_geom *G, int m, const double *restrict
 #ifdef VP_X86_DISPATCH
 #include <immintrin.h>
 /* cell_locate on four points at a time with AVX2, for finite positions (the domain phase
- * rejects others; a NaN would clamp to the top here and to 0 there): the same clamps as
+ * rejects others; a Heun predictor is NaN only where the grid velocity is, and then the
+ * step fails in either path; a NaN would clamp to the top here and to 0 there, so only the
+ * density sampled at such a predictor could differ): the same clamps as
  * min then max (MINPD and MAXPD are C's u < t ? u : t and u > 0 ? u : 0), the same
  * truncation, fraction and index, so the same bits.  GCC 12 vectorised cell_locate's
  * nested selects into compares, blends and mask narrowings from 64- to 32-bit lanes for the
@@ -883,12 +885,14 @@ __attribute__((target("avx2"), always_inline)) static inline void lookups4(const
 }
 
 /* One block of advect_cells_range (m tracers from b0, m a multiple of 4, at most VP_TB)
- * with AVX2 and FMA intrinsics, four tracers a vector, stage by stage as there and with
- * the same operations: the positions from their records, the in-grid test, the lookups
- * (cell_locate_avx2, cell_lerp), the predictor and the update as the multiply-adds the
- * x86-64-v3 and v4 clones contract them into (dt u + x, dj u + x), the Heun mean, the
- * density under its mask, the records written back; so the same bits as those clones
- * (G->block_simd is set only where they run; a test compares both paths).  GCC's code
+ * with AVX2 intrinsics, four tracers a vector, stage by stage as there and with the same
+ * operations: the positions from their records, the in-grid test, the lookups
+ * (cell_locate_avx2, cell_lerp), the predictor and the update (x + dt u, x + dj u: written
+ * with C's operators, so that GCC fuses them into multiply-adds where it fuses the
+ * x86-64-v3 and v4 clones' own, and only there), the Heun mean, the density under its
+ * mask, the records written back; so the same bits as those clones (G->block_simd is set
+ * only where they run; a test compares both paths, in the -O3 build and the -O1 sanitizer
+ * build, where an FMA intrinsic here differed).  GCC's code
  * for these stages moved each block between records and lanes one scalar at a time or
  * through long shuffle chains: ~45 instructions a tracer (callgrind, hot_ball), here ~20.
  * The outliers' indices are appended to outliers; returns their number. */
@@ -944,9 +948,12 @@ __attribute__((target("avx2,fma"))) static int advect_block_avx2(const cell_geom
     if (order >= 2 || dens) {
         double qx[VP_TB], qy[VP_TB], qz[VP_TB];
         for (int j = 0; j < m; j += 4) {
-            _mm256_storeu_pd(qx + j, _mm256_fmadd_pd(dtv, _mm256_loadu_pd(ux + j), _mm256_loadu_pd(px + j)));
-            _mm256_storeu_pd(qy + j, _mm256_fmadd_pd(dtv, _mm256_loadu_pd(uy + j), _mm256_loadu_pd(py + j)));
-            _mm256_storeu_pd(qz + j, _mm256_fmadd_pd(dtv, _mm256_loadu_pd(uz + j), _mm256_loadu_pd(pz + j)));
+            /* x + dt u as C's operators on the vector type, not an FMA intrinsic: GCC then
+             * contracts it exactly where it contracts advect_cells_range's own (at -O2 and
+             * up with FMA; not at -O1, the sanitizer build's) */
+            _mm256_storeu_pd(qx + j, _mm256_loadu_pd(px + j) + dtv * _mm256_loadu_pd(ux + j));
+            _mm256_storeu_pd(qy + j, _mm256_loadu_pd(py + j) + dtv * _mm256_loadu_pd(uy + j));
+            _mm256_storeu_pd(qz + j, _mm256_loadu_pd(pz + j) + dtv * _mm256_loadu_pd(uz + j));
         }
         cell_locate_avx2(G, m, qx, qy, qz, ci, fx, fy, fz);
         if (G->prefetch) prefetch_cells(G->cells, ci, m);
@@ -965,8 +972,8 @@ __attribute__((target("avx2,fma"))) static int advect_block_avx2(const cell_geom
     for (int j = 0; j < m; j += 4) {
         const __m256d dj = _mm256_mul_pd(dtv, _mm256_and_pd(inm[j / 4], one)); /* dt or 0 */
         const __m256d U = _mm256_loadu_pd(ux + j), V = _mm256_loadu_pd(uy + j), W = _mm256_loadu_pd(uz + j);
-        const __m256d X = _mm256_fmadd_pd(dj, U, _mm256_loadu_pd(px + j)), Y = _mm256_fmadd_pd(dj, V, _mm256_loadu_pd(py + j)),
-                      Z = _mm256_fmadd_pd(dj, W, _mm256_loadu_pd(pz + j));
+        const __m256d X = _mm256_loadu_pd(px + j) + dj * U, Y = _mm256_loadu_pd(py + j) + dj * V,
+                      Z = _mm256_loadu_pd(pz + j) + dj * W; /* (operators: as the predictor) */
         /* lanes to records (the inverse of the shuffles above), positions then velocities */
         __m256d t0 = _mm256_shuffle_pd(X, Y, 0x0), t1 = _mm256_shuffle_pd(Z, X, 0xA), t2 = _mm256_shuffle_pd(Y, Z, 0xF);
         _mm256_storeu_pd(xb + 3 * j, _mm256_permute2f128_pd(t0, t1, 0x20));
