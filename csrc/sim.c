@@ -789,7 +789,6 @@ static inline void cell_locate(const cell_geom *G, int m, const double *restrict
 }
 
 #ifdef VP_X86_DISPATCH
-#include <immintrin.h>
 /* cell_locate on four points at a time with AVX2, for finite positions (the domain phase
  * rejects others; a Heun predictor is NaN only where the grid velocity is, and then the
  * step fails in either path; a NaN would clamp to the top here and to 0 there, so only the
