@@ -66,6 +66,26 @@ VP_GRID_INLINE vp_grid_corners vp_grid_corners_of(const vp_grid *g, const double
  * vp_grid_cell point by point. */
 #ifdef VP_X86_DISPATCH
 #include <immintrin.h>
+/* Four points' records [x0 y0 z0 x1] [y1 z1 x2 y2] [z2 x3 y3 z3] at p as the lanes of x, y, z,
+ * and back (vp_lanes_to_records: the inverse shuffles). */
+__attribute__((target("avx2"), always_inline)) static inline void vp_records_to_lanes(const double *p, __m256d *x,
+                                                                                   __m256d *y, __m256d *z)
+{
+    const __m256d r0 = _mm256_loadu_pd(p), r1 = _mm256_loadu_pd(p + 4), r2 = _mm256_loadu_pd(p + 8);
+    const __m256d s0 = _mm256_permute2f128_pd(r0, r1, 0x30), s1 = _mm256_permute2f128_pd(r0, r2, 0x21),
+                  s2 = _mm256_permute2f128_pd(r1, r2, 0x30);
+    *x = _mm256_shuffle_pd(s0, s1, 0xA); *y = _mm256_shuffle_pd(s0, s2, 0x5); *z = _mm256_shuffle_pd(s1, s2, 0xA);
+}
+
+__attribute__((target("avx2"), always_inline)) static inline void vp_lanes_to_records(double *p, __m256d x, __m256d y,
+                                                                                   __m256d z)
+{
+    const __m256d t0 = _mm256_shuffle_pd(x, y, 0x0), t1 = _mm256_shuffle_pd(z, x, 0xA), t2 = _mm256_shuffle_pd(y, z, 0xF);
+    _mm256_storeu_pd(p, _mm256_permute2f128_pd(t0, t1, 0x20));
+    _mm256_storeu_pd(p + 4, _mm256_permute2f128_pd(t2, t0, 0x30));
+    _mm256_storeu_pd(p + 8, _mm256_permute2f128_pd(t1, t2, 0x31));
+}
+
 __attribute__((target("avx2"), unused)) static void vp_grid_cells_avx2(const vp_grid *g, int m, const double *x,
                                                                       size_t *restrict base, double (*restrict f)[3])
 {
@@ -78,12 +98,8 @@ __attribute__((target("avx2"), unused)) static void vp_grid_cells_avx2(const vp_
     const size_t sy = (size_t)g->n[0], sz = sy * (size_t)g->n[1];
     int j = 0;
     for (; j + 4 <= m; j += 4) {
-        /* records [x0 y0 z0 x1] [y1 z1 x2 y2] [z2 x3 y3 z3] to lanes */
-        const double *p = x + 3 * j;
-        const __m256d r0 = _mm256_loadu_pd(p), r1 = _mm256_loadu_pd(p + 4), r2 = _mm256_loadu_pd(p + 8);
-        const __m256d s0 = _mm256_permute2f128_pd(r0, r1, 0x30), s1 = _mm256_permute2f128_pd(r0, r2, 0x21),
-                      s2 = _mm256_permute2f128_pd(r1, r2, 0x30);
-        __m256d u = _mm256_shuffle_pd(s0, s1, 0xA), v = _mm256_shuffle_pd(s0, s2, 0x5), w = _mm256_shuffle_pd(s1, s2, 0xA);
+        __m256d u, v, w;
+        vp_records_to_lanes(x + 3 * j, &u, &v, &w);
         u = _mm256_max_pd(_mm256_min_pd(_mm256_mul_pd(_mm256_sub_pd(u, o0), ih), t0), zero);
         v = _mm256_max_pd(_mm256_min_pd(_mm256_mul_pd(_mm256_sub_pd(v, o1), ih), t1), zero);
         w = _mm256_max_pd(_mm256_min_pd(_mm256_mul_pd(_mm256_sub_pd(w, o2), ih), t2), zero);
@@ -156,11 +172,9 @@ VP_GRID_INLINE void vp_grid_interp3_at(const vp_grid *g, const double *restrict 
 VP_GRID_INLINE void vp_grid_interp3(const vp_grid *g, const double *restrict field, const double x[3],
                                    double *restrict out)
 {
-    const vp_grid_corners c = vp_grid_corners_of(g, field, 3, x);
-    vp_g4d a[4];
-    for (int q = 0; q < 4; q++) a[q] = VP_LERP_ROW(vp_g4d, c.p[q], c.p[q] + 3, c.fx);
-    const vp_g4d r = c.w[0] * a[0] + c.w[1] * a[1] + c.w[2] * a[2] + c.w[3] * a[3];
-    out[0] = r[0]; out[1] = r[1]; out[2] = r[2];
+    double f[3];
+    const size_t base = vp_grid_cell(g, x, f);
+    vp_grid_interp3_at(g, field, base, f, out);
 }
 
 /* vp_grid_interp9 from the cell (vp_grid_cells) */

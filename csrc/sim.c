@@ -918,13 +918,8 @@ __attribute__((target("avx2,fma"))) static int advect_block_avx2(const cell_geom
     if (dens)
         for (int j = 0; j < m; j += 8) __builtin_prefetch(dens + b0 + j, 1);
     for (int j = 0; j < m; j += 4) {
-        /* records [x0 y0 z0 x1] [y1 z1 x2 y2] [z2 x3 y3 z3] to lanes */
-        const __m256d r0 = _mm256_loadu_pd(xb + 3 * j), r1 = _mm256_loadu_pd(xb + 3 * j + 4),
-                      r2 = _mm256_loadu_pd(xb + 3 * j + 8);
-        const __m256d t0 = _mm256_permute2f128_pd(r0, r1, 0x30), t1 = _mm256_permute2f128_pd(r0, r2, 0x21),
-                      t2 = _mm256_permute2f128_pd(r1, r2, 0x30);
-        const __m256d X = _mm256_shuffle_pd(t0, t1, 0xA), Y = _mm256_shuffle_pd(t0, t2, 0x5),
-                      Z = _mm256_shuffle_pd(t1, t2, 0xA);
+        __m256d X, Y, Z;
+        vp_records_to_lanes(xb + 3 * j, &X, &Y, &Z);
         _mm256_storeu_pd(px + j, X); _mm256_storeu_pd(py + j, Y); _mm256_storeu_pd(pz + j, Z);
         const __m256d in = _mm256_and_pd(
             _mm256_and_pd(_mm256_and_pd(_mm256_cmp_pd(X, lo0, _CMP_GE_OQ), _mm256_cmp_pd(X, hi0, _CMP_LE_OQ)),
@@ -973,15 +968,8 @@ __attribute__((target("avx2,fma"))) static int advect_block_avx2(const cell_geom
         const __m256d U = _mm256_loadu_pd(ux + j), V = _mm256_loadu_pd(uy + j), W = _mm256_loadu_pd(uz + j);
         const __m256d X = _mm256_loadu_pd(px + j) + dj * U, Y = _mm256_loadu_pd(py + j) + dj * V,
                       Z = _mm256_loadu_pd(pz + j) + dj * W; /* (operators: as the predictor) */
-        /* lanes to records (the inverse of the shuffles above), positions then velocities */
-        __m256d t0 = _mm256_shuffle_pd(X, Y, 0x0), t1 = _mm256_shuffle_pd(Z, X, 0xA), t2 = _mm256_shuffle_pd(Y, Z, 0xF);
-        _mm256_storeu_pd(xb + 3 * j, _mm256_permute2f128_pd(t0, t1, 0x20));
-        _mm256_storeu_pd(xb + 3 * j + 4, _mm256_permute2f128_pd(t2, t0, 0x30));
-        _mm256_storeu_pd(xb + 3 * j + 8, _mm256_permute2f128_pd(t1, t2, 0x31));
-        t0 = _mm256_shuffle_pd(U, V, 0x0); t1 = _mm256_shuffle_pd(W, U, 0xA); t2 = _mm256_shuffle_pd(V, W, 0xF);
-        _mm256_storeu_pd(vb + 3 * j, _mm256_permute2f128_pd(t0, t1, 0x20));
-        _mm256_storeu_pd(vb + 3 * j + 4, _mm256_permute2f128_pd(t2, t0, 0x30));
-        _mm256_storeu_pd(vb + 3 * j + 8, _mm256_permute2f128_pd(t1, t2, 0x31));
+        vp_lanes_to_records(xb + 3 * j, X, Y, Z); /* positions, then velocities */
+        vp_lanes_to_records(vb + 3 * j, U, V, W);
     }
     return n_out;
 }
