@@ -61,6 +61,7 @@
  * 300 to 2000 vortons (9^3 to 15^3 grids, lattices of 3240 to 14400 values) gain 1.4-1.5x
  * from a second thread; a threshold of 20000 left them serial. */
 #define POISSON_PARALLEL_MIN 2000
+#define POISSON_MAX_OUT_SCALE 1e30 /* (vp_poisson_velocity_grid: beyond it, in float32 with the kernel, inf) */
 
 struct vp_poisson {
     int N[3];            /* padded FFT lengths (even, >= 2 n) */
@@ -632,7 +633,16 @@ int vp_poisson_velocity_grid(vp_sim *s)
         s->poisson = p = poisson_create(N);
         if (!p) return VP_ERR_NOMEM;
     }
+    /* The transforms run in float32 on Omega / h^3 (in_scale) and the inverse multiplies the
+     * kernel by h / Ntot (out_scale, below): on a grid of spacing beyond ~1e45 (a domain
+     * stretched by far-off outliers) h / Ntot overflowed the float kernel, and 0 x inf made
+     * every node NaN.  There both factors go to the forward pass, 1 / (h^2 Ntot), whose
+     * product is the same and which underflows to 0 instead (the velocity of the vortons on
+     * such a grid is below float range anyway). */
+    const double ntot = (double)N[0] * (double)N[1] * (double)N[2];
+    double out_scale = h / ntot;
     p->in_scale = 1.0 / (h * h * h);
+    if (!(out_scale <= POISSON_MAX_OUT_SCALE)) { p->in_scale = 1.0 / (h * h * ntot); out_scale = 1.0; }
     /* splat strengths (into the velocity array, which the solve then overwrites); list the
      * vortons the grid does not hold; the |a|-weighted mean square radius */
     size_t n_out = 0;
@@ -719,8 +729,8 @@ int vp_poisson_velocity_grid(vp_sim *s)
         }
         /* u^ = Omega^ x i K / (h^2 Ntot): the kernel transform for spacing h is h^-2 times
          * the h = 1 one; 1/Ntot normalises the inverse transform.  The forward pass carries
-         * Omega / h^3 (in_scale), so the factor here is h^3 times that: h / Ntot. */
-        const double f = h / ((double)N[0] * (double)N[1] * (double)N[2]);
+         * Omega / h^3 (in_scale), so the factor here is h^3 times that: h / Ntot (out_scale). */
+        const double f = out_scale;
         if ((!par && (st = forward_pass(p, vel, g->n, threads))) || (st = convolve_inverse(p, vel, g->n, f, threads))) {
             free(out_idx);
             return st;

@@ -17,6 +17,8 @@
 #include "internal.h"
 #include "kernel.h"
 
+#define VP_TREE_FAR 1e4 /* (far_velocity) */
+
 typedef struct {
     double c[3];      /* expansion centre */
     double A[3];      /* summed strength */
@@ -38,6 +40,7 @@ struct vp_tree {
     float *f;           /* permuted float32 SoA for the near field: 7 arrays of n_cap, */
                         /* x y z relative to o, then a_x a_y a_z, then s^2 */
     double o[3];        /* origin of the float coordinates (root box centre) */
+    double far;         /* targets farther than this from o along an axis: the root's expansion (far_velocity) */
     uint64_t interactions;
 };
 
@@ -168,6 +171,7 @@ int vp_tree_build(vp_tree *t, size_t n, const double *pos, const double *strengt
     const int finite = isfinite(bc[0]) && isfinite(bc[1]) && isfinite(bc[2]) && isfinite(half);
     if (build(t, root, bc, half, 0, finite ? leaf_size : (int)n, pos, strength, radius)) return VP_ERR_NOMEM;
     memcpy(t->o, bc, sizeof bc);
+    t->far = VP_TREE_FAR * (half + sqrt(t->nodes[root].s2max));
     size_t cap = t->n_cap;
     for (size_t q = 0; q < n; q++) {
         int i = t->perm[q];
@@ -305,6 +309,43 @@ static void eval_targets(const ilist *L, int nt, const float *restrict TX, const
     eval_targets8(L, nt, TX, TY, TZ, out);
 }
 
+/* Targets farther than VP_TREE_FAR root sizes from the tree (along an axis from its box
+ * centre, the size being the box's half-width plus the largest core radius) take the root's
+ * supervorton expansion (the top of this file) in float64, in a scaled form that cannot
+ * overflow: with r = x - c = s n (s = max |r_a|, so |n| <= sqrt 3) and rhat = n / |n|,
+ *   4 pi u = (A x rhat) / r^2 - C / r^3 + 3 (D rhat) x rhat / r^3,
+ * and 1/r, which underflows to 0 rather than overflowing, once per target.  The float32 list
+ * evaluation squares coordinates relative to the tree, which overflowed past ~1e19 (|r|^2 >
+ * FLT_MAX: inf, then 0 x inf = NaN in the dipole term), so that a tracer or grid node a long
+ * way off got a NaN velocity and the step failed; and at 1e4 sizes its float differences
+ * have lost the dipole's cancellation (the relative error of the expansion there is ~1e-4,
+ * of a velocity 1e-12 of the near field's). */
+static int is_far(const vp_tree *t, const double x[3])
+{
+    return !(fabs(x[0] - t->o[0]) <= t->far && fabs(x[1] - t->o[1]) <= t->far && fabs(x[2] - t->o[2]) <= t->far);
+}
+
+static void far_velocity(const vp_tree *t, const double x[3], double u[3])
+{
+    const tnode *nd = &t->nodes[0];
+    double r[3] = {x[0] - nd->c[0], x[1] - nd->c[1], x[2] - nd->c[2]}, s = 0;
+    for (int a = 0; a < 3; a++) s = fabs(r[a]) > s ? fabs(r[a]) : s;
+    if (!(isfinite(r[0]) && isfinite(r[1]) && isfinite(r[2]))) { /* (the caller's check fails the step) */
+        u[0] = u[1] = u[2] = NAN;
+        return;
+    }
+    double n[3] = {r[0] / s, r[1] / s, r[2] / s};
+    const double nn = sqrt(vp_dot3(n, n)), ir = 1.0 / (s * nn), ir2 = ir * ir, ir3 = ir2 * ir;
+    for (int a = 0; a < 3; a++) n[a] /= nn;
+    const double *A = nd->A, *D = nd->D;
+    const double C[3] = {D[5] - D[7], D[6] - D[2], D[1] - D[3]};
+    const double d[3] = {D[0] * n[0] + D[1] * n[1] + D[2] * n[2], D[3] * n[0] + D[4] * n[1] + D[5] * n[2],
+                         D[6] * n[0] + D[7] * n[1] + D[8] * n[2]};
+    u[0] = VP_INV4PI * ((A[1] * n[2] - A[2] * n[1]) * ir2 + (3.0 * (d[1] * n[2] - d[2] * n[1]) - C[0]) * ir3);
+    u[1] = VP_INV4PI * ((A[2] * n[0] - A[0] * n[2]) * ir2 + (3.0 * (d[2] * n[0] - d[0] * n[2]) - C[1]) * ir3);
+    u[2] = VP_INV4PI * ((A[0] * n[1] - A[1] * n[0]) * ir2 + (3.0 * (d[0] * n[1] - d[1] * n[0]) - C[2]) * ir3);
+}
+
 /* Velocity at arbitrary points.  Points are binned into cells of about 16 points over their
  * bounding box; each cell's points share one interaction list, built for the sphere around
  * their own bounding box (so a list is valid for every point of its group, as in the grid
@@ -358,6 +399,7 @@ int vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *poi
                     if (c > bhi[a]) bhi[a] = c;
                 }
             for (int a = 0; a < 3; a++) { gc[a] = 0.5 * (blo[a] + bhi[a]); double hw = 0.5 * (bhi[a] - blo[a]); gr2 += hw * hw; }
+            const int near_box = !is_far(t, blo) && !is_far(t, bhi); /* every point of the group near */
             if (!(gr2 >= 0) || !isfinite(gr2)) { gr2 = 0; gc[0] = gc[1] = gc[2] = NAN; }
             if (build_lists(t, theta, gc, sqrt(gr2), &L)) { fail++; continue; }
             const size_t m = q1 - q0, mt = (m + VP_TV - 1) / VP_TV * VP_TV;
@@ -373,9 +415,12 @@ int vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *poi
                 tx[q] = (float)(x[0] - t->o[0]); ty[q] = (float)(x[1] - t->o[1]); tz[q] = (float)(x[2] - t->o[2]);
             }
             eval_targets(&L, (int)mt, tx, ty, tz, out);
-            for (size_t q = 0; q < m; q++)
+            for (size_t q = 0; q < m; q++) {
+                const size_t i = order[q0 + q];
+                if (!near_box && is_far(t, points + 3 * i)) { far_velocity(t, points + 3 * i, vel + 3 * i); continue; }
                 for (int k = 0; k < 3; k++)
-                    vel[3 * order[q0 + q] + k] = VP_INV4PI * ((double)out[k * mt + q] + (double)out[(3 + k) * mt + q]);
+                    vel[3 * i + k] = VP_INV4PI * ((double)out[k * mt + q] + (double)out[(3 + k) * mt + q]);
+            }
             total += (uint64_t)m * (L.n_far + L.n_near);
         }
         free(L.far); free(L.near); free(tb);
@@ -402,6 +447,7 @@ int vp_tree_velocity_grid(const vp_tree *t, double theta, const vp_grid *g, doub
         ilist L = {0};
         float tx[NT], ty[NT], tz[NT], out[6 * NT];
         size_t id[NT];
+        double gx[NT][3]; /* the nodes' positions */
 #pragma omp for schedule(dynamic, 1)
         for (long b = 0; b < nblocks; b++) {
             int bi = (int)(b % nb[0]), bj = (int)((b / nb[0]) % nb[1]), bk = (int)(b / ((long)nb[0] * nb[1]));
@@ -414,21 +460,28 @@ int vp_tree_velocity_grid(const vp_tree *t, double theta, const vp_grid *g, doub
                 gr2 += half * half;
             }
             if (build_lists(t, theta, gc, sqrt(gr2), &L)) { fail++; continue; }
+            const double c0[3] = {g->origin[0] + g->h * lo[0], g->origin[1] + g->h * lo[1], g->origin[2] + g->h * lo[2]};
+            const double c1[3] = {g->origin[0] + g->h * (hi[0] - 1), g->origin[1] + g->h * (hi[1] - 1),
+                                  g->origin[2] + g->h * (hi[2] - 1)};
+            const int near_box = !is_far(t, c0) && !is_far(t, c1); /* every node of the block near */
             int m = 0;
             for (int k = lo[2]; k < hi[2]; k++)
                 for (int j = lo[1]; j < hi[1]; j++)
                     for (int i = lo[0]; i < hi[0]; i++, m++) {
                         id[m] = (size_t)i + (size_t)g->n[0] * ((size_t)j + (size_t)g->n[1] * k);
-                        tx[m] = (float)(g->origin[0] + g->h * i - t->o[0]);
-                        ty[m] = (float)(g->origin[1] + g->h * j - t->o[1]);
-                        tz[m] = (float)(g->origin[2] + g->h * k - t->o[2]);
+                        gx[m][0] = g->origin[0] + g->h * i; gx[m][1] = g->origin[1] + g->h * j; gx[m][2] = g->origin[2] + g->h * k;
+                        tx[m] = (float)(gx[m][0] - t->o[0]);
+                        ty[m] = (float)(gx[m][1] - t->o[1]);
+                        tz[m] = (float)(gx[m][2] - t->o[2]);
                     }
             const int mt = (m + VP_TV - 1) / VP_TV * VP_TV;
             for (int q = m; q < mt; q++) { tx[q] = tx[0]; ty[q] = ty[0]; tz[q] = tz[0]; } /* finite padding */
             eval_targets(&L, mt, tx, ty, tz, out);
-            for (int q = 0; q < m; q++)
+            for (int q = 0; q < m; q++) {
+                if (!near_box && is_far(t, gx[q])) { far_velocity(t, gx[q], vel + 3 * id[q]); continue; }
                 for (int k = 0; k < 3; k++)
                     vel[3 * id[q] + k] = VP_INV4PI * ((double)out[k * mt + q] + (double)out[(3 + k) * mt + q]);
+            }
             total += (uint64_t)m * (L.n_far + L.n_near);
         }
         free(L.far); free(L.near);
@@ -453,6 +506,35 @@ void vp_kernel_sum_soa(size_t m, const double *restrict F, const double P[3], do
     u[0] += VP_INV4PI * u0; u[1] += VP_INV4PI * u1; u[2] += VP_INV4PI * u2;
 }
 
+/* The regularised kernel sum (kernel.h) at a point whose squared distances could overflow:
+ * each pair's r = P - x_j = s n (s = max |r_a|) and sigma = s_j / s, so that
+ *   g(r) r = n (|n|^2 + 2.5 sigma^2) / (|n|^2 + sigma^2)^(5/2) / s^2
+ * exactly, and 1/s^2 underflows to 0 instead of r^2 overflowing (inf / inf = NaN).  Used by
+ * the direct sum beyond VP_DIRECT_SAFE, where points 1e160 away had NaN velocities. */
+#define VP_DIRECT_SAFE 1e100
+static void kernel_sum_scaled(size_t m, const double *F, const double P[3], double u[3])
+{
+    const double *X = F, *Y = F + m, *Z = F + 2 * m, *AX = F + 3 * m, *AY = F + 4 * m, *AZ = F + 5 * m, *S2 = F + 6 * m;
+    double u0 = 0, u1 = 0, u2 = 0;
+    for (size_t j = 0; j < m; j++) {
+        const double r[3] = {P[0] - X[j], P[1] - Y[j], P[2] - Z[j]};
+        double s = fabs(r[0]) > fabs(r[1]) ? fabs(r[0]) : fabs(r[1]);
+        s = fabs(r[2]) > s ? fabs(r[2]) : s;
+        if (!(s > 0)) { /* at a source (the kernel is 0 there) or not finite */
+            if (!(s == 0)) u0 = u1 = u2 = NAN;
+            continue;
+        }
+        if (s > 1e160) continue; /* 1/s^2 < 1e-320: below double's normal range (and slow, denormal) */
+        const double n0 = r[0] / s, n1 = r[1] / s, n2 = r[2] / s, sg = sqrt(S2[j]) / s;
+        const double n2s = n0 * n0 + n1 * n1 + n2 * n2, q = n2s + sg * sg, is = 1.0 / s;
+        const double g = (n2s + 2.5 * sg * sg) / (q * q * sqrt(q)) * is * is;
+        u0 += g * (AY[j] * n2 - AZ[j] * n1);
+        u1 += g * (AZ[j] * n0 - AX[j] * n2);
+        u2 += g * (AX[j] * n1 - AY[j] * n0);
+    }
+    u[0] += VP_INV4PI * u0; u[1] += VP_INV4PI * u1; u[2] += VP_INV4PI * u2;
+}
+
 /* The direct sum (physics.md 2.2, the reference solver): float64 throughout, sources as one
  * SoA copy and every point summed over all of them by the vectorised vp_kernel_sum_soa.
  * Returns VP_ERR_NOMEM if the copy cannot be made. */
@@ -466,10 +548,16 @@ int vp_direct_velocity(size_t n, const double *pos, const double *strength, cons
         for (int a = 0; a < 3; a++) { F[a * n + j] = pos[3 * j + a]; F[(3 + a) * n + j] = strength[3 * j + a]; }
         F[6 * n + j] = radius[j] * radius[j];
     }
+    double reach = 0; /* the sources' largest coordinate or core radius */
+    for (size_t j = 0; j < 7 * n; j++) reach = fabs(F[j]) > reach ? fabs(F[j]) : reach;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long p = 0; p < (long)m; p++) {
         double u[3] = {0, 0, 0};
-        vp_kernel_sum_soa(n, F, points + 3 * p, u);
+        const double *P = points + 3 * p;
+        if (fabs(P[0]) + reach < VP_DIRECT_SAFE && fabs(P[1]) + reach < VP_DIRECT_SAFE && fabs(P[2]) + reach < VP_DIRECT_SAFE)
+            vp_kernel_sum_soa(n, F, P, u);
+        else
+            kernel_sum_scaled(n, F, P, u);
         vel[3 * p] = u[0]; vel[3 * p + 1] = u[1]; vel[3 * p + 2] = u[2];
     }
     free(F);
