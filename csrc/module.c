@@ -862,7 +862,8 @@ static PyMethodDef Sim_methods[] = {
     {"_step", (PyCFunction)Sim_step_n, METH_VARARGS, "_step(n=1): n steps in C, GIL released."},
     {"velocity_at", (PyCFunction)Sim_velocity_at, METH_O,
      "velocity_at(points)\n--\n\nFluid velocity (K, 3) at (K, 3) points, summed from the vortons by the "
-     "sim's solver (the tree for 'tree' and 'poisson'), not interpolated from the grid."},
+     "sim's solver (the tree for 'tree' and 'poisson'), not interpolated from the grid; finite at any "
+     "finite point (beyond 1e4 times the vortons' cloud size, the tree's root expansion in float64)."},
     {"update_velocity_grid", (PyCFunction)Sim_update_velocity_grid, METH_NOARGS,
      "Recompute the domain grid and the velocity on it from the current vortons."},
     {"remesh", (PyCFunction)Sim_remesh, METH_NOARGS,

@@ -167,7 +167,10 @@ class Sim:
     ) -> None:
         """Add a source of vortons and tracers (per unit time) in a box."""
     def velocity_at(self, points: ArrayLike) -> NDArray[np.float64]:
-        """Fluid velocity (K, 3) at (K, 3) points."""
+        """Fluid velocity (K, 3) at (K, 3) points, summed from the vortons by the sim's
+        solver (the tree for 'tree' and 'poisson'), not interpolated from the grid; finite at
+        any finite point (beyond 1e4 times the vortons' cloud size, the tree's root expansion
+        in float64)."""
     def update_velocity_grid(self) -> None:
         """Recompute the domain grid and the velocity on it from the current vortons."""
     def collide(self) -> None:
