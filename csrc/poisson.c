@@ -80,7 +80,8 @@ struct vp_poisson {
     int valid;           /* 1 once the kernel transform is computed */
     double in_scale;     /* the forward pass's factor on the splatted strengths: 1 / h^3, so that
                             float32 holds the grid vorticity (of the flow's own magnitude) rather
-                            than strengths w V, which underflow at small length scales */
+                            than strengths w V, which underflow at small length scales (on
+                            enormous grids 1 / (h^2 Ntot): vp_poisson_velocity_grid) */
 };
 
 void vp_poisson_free(struct vp_poisson *p)

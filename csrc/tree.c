@@ -509,21 +509,22 @@ void vp_kernel_sum_soa(size_t m, const double *restrict F, const double P[3], do
 /* The regularised kernel sum (kernel.h) at a point whose squared distances could overflow:
  * each pair's r = P - x_j = s n (s = max |r_a|) and sigma = s_j / s, so that
  *   g(r) r = n (|n|^2 + 2.5 sigma^2) / (|n|^2 + sigma^2)^(5/2) / s^2
- * exactly, and 1/s^2 underflows to 0 instead of r^2 overflowing (inf / inf = NaN).  Used by
- * the direct sum beyond VP_DIRECT_SAFE, where points 1e160 away had NaN velocities. */
-#define VP_DIRECT_SAFE 1e100
+ * exactly, and 1/s^2 underflows to 0 instead of r^2 overflowing.  Used by the direct sum
+ * from VP_DIRECT_SAFE on: vp_kernel_g's q^(5/2) overflows past q ~ 1e123 (distances beyond
+ * ~4e61 gave exactly 0, and past 1e154 inf / inf = NaN).  A pair that is not finite gives
+ * NaN, as the plain sum does. */
+#define VP_DIRECT_SAFE 1e60
 static void kernel_sum_scaled(size_t m, const double *F, const double P[3], double u[3])
 {
     const double *X = F, *Y = F + m, *Z = F + 2 * m, *AX = F + 3 * m, *AY = F + 4 * m, *AZ = F + 5 * m, *S2 = F + 6 * m;
     double u0 = 0, u1 = 0, u2 = 0;
     for (size_t j = 0; j < m; j++) {
         const double r[3] = {P[0] - X[j], P[1] - Y[j], P[2] - Z[j]};
+        const double z = 0.0 * r[0] + 0.0 * r[1] + 0.0 * r[2] + 0.0 * AX[j] + 0.0 * AY[j] + 0.0 * AZ[j] + 0.0 * S2[j];
+        if (z != 0.0) { u0 = u1 = u2 = NAN; continue; } /* (x * 0 is NaN exactly for x not finite) */
         double s = fabs(r[0]) > fabs(r[1]) ? fabs(r[0]) : fabs(r[1]);
         s = fabs(r[2]) > s ? fabs(r[2]) : s;
-        if (!(s > 0)) { /* at a source (the kernel is 0 there) or not finite */
-            if (!(s == 0)) u0 = u1 = u2 = NAN;
-            continue;
-        }
+        if (s == 0) continue; /* at the source: the kernel is 0 there */
         if (s > 1e160) continue; /* 1/s^2 < 1e-320: below double's normal range (and slow, denormal) */
         const double n0 = r[0] / s, n1 = r[1] / s, n2 = r[2] / s, sg = sqrt(S2[j]) / s;
         const double n2s = n0 * n0 + n1 * n1 + n2 * n2, q = n2s + sg * sg, is = 1.0 / s;
@@ -548,8 +549,10 @@ int vp_direct_velocity(size_t n, const double *pos, const double *strength, cons
         for (int a = 0; a < 3; a++) { F[a * n + j] = pos[3 * j + a]; F[(3 + a) * n + j] = strength[3 * j + a]; }
         F[6 * n + j] = radius[j] * radius[j];
     }
-    double reach = 0; /* the sources' largest coordinate or core radius */
-    for (size_t j = 0; j < 7 * n; j++) reach = fabs(F[j]) > reach ? fabs(F[j]) : reach;
+    double reach = 0, s2max = 0; /* the sources' largest coordinate plus their largest core radius */
+    for (size_t j = 0; j < 3 * n; j++) reach = fabs(F[j]) > reach ? fabs(F[j]) : reach;
+    for (size_t j = 0; j < n; j++) s2max = F[6 * n + j] > s2max ? F[6 * n + j] : s2max;
+    reach += sqrt(s2max);
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long p = 0; p < (long)m; p++) {
         double u[3] = {0, 0, 0};

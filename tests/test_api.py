@@ -277,6 +277,27 @@ def test_velocity_far_from_the_vortons_is_finite_and_bounded():
                 assert err < R / d, solver
 
 
+def test_one_vorton_far_away_matches_biot_savart_in_every_solver():
+    """One vorton seen from 1e10 to 1e150 away: u = a x r / (4 pi |r|^3) (the core's
+    correction is (s/r)^2, below 1e-20 here), to double rounding.  The direct
+    sum's q^(5/2) overflowed past ~4e61 and returned exactly 0 until 1e100; the tree's float
+    lists gave NaN past ~1e19.  A non-finite vorton still makes every velocity NaN."""
+    sim = vp.Sim(threads=2)
+    a = np.array([0.3, -1.0, 0.5])
+    sim.add_vortons([[0.1, 0.2, -0.3]], [a / (4 / 3 * np.pi * 0.05 ** 3)], 0.05)
+    for d in [1e10, 1e30, 1e80, 1e120, 1e150]:
+        r = np.array([0.6, -0.48, 0.64]) * d  # |r| = d, far beyond the vorton's offset
+        exact = np.cross(a, r / d) / (4 * np.pi) / d / d
+        for solver in ["direct", "tree", "poisson"]:
+            sim.solver = solver
+            u = sim.velocity_at(r + [0.1, 0.2, -0.3])[0]
+            assert np.allclose(u, exact, rtol=1e-12, atol=0), (solver, d, u, exact)
+    sim.vortons.position[0, 0] = np.inf
+    for solver in ["direct", "tree"]:
+        sim.solver = solver
+        assert np.all(np.isnan(sim.velocity_at([[0.1, 0.2, 0.3], [0, 1e200, 0]])))
+
+
 @pytest.mark.parametrize("solver", ["tree", "poisson", "direct"])
 @pytest.mark.parametrize("far", [1e25, 1e300])
 def test_a_step_with_many_tracers_far_away_stays_finite(solver, far):
