@@ -449,7 +449,12 @@ static PyObject *Sim_add_vortons(SimObject *self, PyObject *args, PyObject *kw)
     double rho0 = self->s->params.ambient_density;
     for (npy_intp i = 0; i < n; i++) {
         if (!(r[i] > 0)) { PyErr_Format(PyExc_ValueError, "radius must be positive (row %zd is not)", (Py_ssize_t)i); goto done; }
-        if (!(d[i] > -rho0)) { PyErr_Format(PyExc_ValueError, "density (a deviation) must exceed -ambient_density = %g (row %zd)", -rho0, (Py_ssize_t)i); goto done; }
+        if (!(d[i] > -rho0)) { /* (PyErr_Format has no %g: Python 3.12 raises SystemError on it) */
+            char rb[40];
+            PyOS_snprintf(rb, sizeof rb, "%.6g", -rho0);
+            PyErr_Format(PyExc_ValueError, "density (a deviation) must exceed -ambient_density = %s (row %zd)", rb, (Py_ssize_t)i);
+            goto done;
+        }
     }
     int st = vp_sim_add_vortons(self->s, (size_t)n, PyArray_DATA(pa), PyArray_DATA(wa), r, d);
     if (st) { raise_status(st, "add_vortons"); goto done; }
