@@ -1254,11 +1254,19 @@ static int cells_pass_init(vp_sim *s, size_t n, double *x, double *vel, double *
     G->sy = (size_t)(g->n[0] - 1); G->sz = G->sy * (size_t)(g->n[1] - 1);
     G->cells = s->cell_velocity;
     G->prefetch = 32 * sizeof(float) * G->sz * (size_t)(g->n[2] - 1) > VP_PREFETCH_CELLS_BYTES;
-    G->simd = vp_avx2_ok();
 #ifdef VP_X86_DISPATCH
-    /* where the x86-64-v3 or v4 clone of advect_cells_range runs (their contractions) */
+    /* The AVX2 lookups and blocks only where the clones of advect_cells_range are not the
+     * AVX-512 ones: GCC's x86-64-v4 clone handles the lookup's clamps with mask registers and
+     * runs 8 lanes, and on an AVX-512 Xeon the intrinsics took the tracers 1.19x (hot_ball)
+     * and 1.33x (ball_through_smoke) longer than it (benchmarks/bench_simd_paths.py, stop
+     * 37); on AVX2 CPUs they are 1.44-1.49x faster than the v3 clone.  The same bits either
+     * way (the blocks' contractions are the v3 and v4 clones'); VORTONPY_AVX2_TRACERS=1
+     * takes the intrinsics there too (the tests compare the paths on such CPUs). */
+    G->simd = vp_avx2_ok() && (!__builtin_cpu_supports("x86-64-v4") || vp_env_off("VORTONPY_AVX2_TRACERS"));
+    /* where the x86-64-v3 clone of advect_cells_range runs (its contractions) */
     G->block_simd = G->simd && __builtin_cpu_supports("x86-64-v3");
 #else
+    G->simd = vp_avx2_ok();
     G->block_simd = 0;
 #endif
     return VP_OK;
