@@ -21,6 +21,16 @@
 #include "kernel.h"
 #include "fft_lines.h"
 
+#if PY_VERSION_HEX < 0x030A0000 /* Python 3.9 (pyproject's floor): two 3.10 additions */
+static inline PyObject *Py_NewRef(PyObject *o) { Py_INCREF(o); return o; }
+static int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *value)
+{
+    Py_INCREF(value);
+    if (PyModule_AddObject(m, name, value) < 0) { Py_DECREF(value); return -1; } /* steals only on success */
+    return 0;
+}
+#endif
+
 /* ------------------------------------------------------------------ status -> exception */
 static PyObject *raise_status(int st, const char *what)
 {

@@ -1,31 +1,47 @@
 #!/usr/bin/env bash
-# The unit tests under another CPython minor version than the one CI's `pip`/`pytest` use: the
-# newest of python3.13 / python3.12 on PATH (or among pyenv's versions) that differs from
-# $PYTHON's version, in a fresh virtual environment, installed from a scratch copy of the
-# tracked sources as the README installs it (`pip install ".[test]"`; about 1.5 minutes).  The C API changes between
-# minor versions (3.12 made PyErr_Format reject %g, which 3.11 printed as letters), so one
-# other version catches what the main run cannot.  Skips with a note when none is found.
+# The unit tests under other CPython minor versions than the one CI's `pip`/`pytest` use: the
+# oldest that pyproject allows (3.9, else 3.10) and the newest (3.13, else 3.12), each found on
+# PATH or among pyenv's versions and differing from $PYTHON's, in a fresh virtual environment
+# with a scratch copy of the tracked sources installed as the README installs it
+# (`pip install ".[test]"`; about 1.5 minutes each).  The C API changes between minor versions:
+# 3.12 made PyErr_Format reject %g (which 3.11 printed as letters), and Py_NewRef and
+# PyModule_AddObjectRef only came with 3.10 (the core did not load on 3.9).  A version not
+# found is skipped with a note.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 main=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-other=""
 PYENV_VERSIONS=${PYENV_ROOT:-$HOME/.pyenv}/versions
-for cand in python3.13 python3.12 "$PYENV_VERSIONS"/3.13*/bin/python3 "$PYENV_VERSIONS"/3.12*/bin/python3; do
-    if command -v "$cand" >/dev/null && "$cand" -c 'import venv, ensurepip' 2>/dev/null; then
-        v=$("$cand" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-        if [[ "$v" != "$main" ]]; then other=$cand; break; fi
-    fi
-done
-if [[ -z "$other" ]]; then
-    echo "check_other_python.sh: no python3.13 or python3.12 besides $main here; skipped" >&2
-    exit 0
-fi
+
+# the first of the given minor versions that runs here with venv and differs from $main
+pick() {
+    for v in "$@"; do
+        for cand in "python$v" "$PYENV_VERSIONS"/"$v".*/bin/python3; do
+            if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import venv, ensurepip' 2>/dev/null; then
+                local got
+                got=$("$cand" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+                if [[ "$got" == "$v" && "$got" != "$main" ]]; then echo "$cand"; return; fi
+            fi
+        done
+    done
+}
+
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/vortonpy-otherpy.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-echo "check_other_python.sh: $($other --version) in $WORK" >&2
 git -C "$REPO" ls-files -z | (cd "$REPO" && tar --null -T - -cf -) | (mkdir -p "$WORK/src" && tar -xf - -C "$WORK/src")
-"$other" -m venv "$WORK/venv"
-cd "$WORK/src"
-"$WORK/venv/bin/pip" install -q --disable-pip-version-check ".[test]"
-"$WORK/venv/bin/pytest" -q -p no:cacheprovider tests
+ran=""
+for which in "3.9 3.10" "3.13 3.12"; do
+    # shellcheck disable=SC2086
+    py=$(pick $which)
+    if [[ -z "$py" ]]; then
+        echo "check_other_python.sh: none of Python $which besides $main here; skipped" >&2
+        continue
+    fi
+    [[ " $ran " == *" $py "* ]] && continue
+    ran="$ran $py"
+    echo "check_other_python.sh: $("$py" --version)" >&2
+    rm -rf "$WORK/venv"
+    "$py" -m venv "$WORK/venv"
+    (cd "$WORK/src" && "$WORK/venv/bin/pip" install -q --disable-pip-version-check ".[test]" &&
+        "$WORK/venv/bin/pytest" -q -p no:cacheprovider tests)
+done

@@ -8,12 +8,14 @@ for Video Games"), with a C/OpenMP core and NumPy views of its particles.
 """
 try:
     from . import _core
-except ImportError as _e:  # the source tree, not an installed or built copy
-    raise ImportError(
-        "vortonpy's C core (vortonpy._core) is not built here. Install the package with "
-        "`pip install .` and run from outside the source folder (or use the `vortonpy` command), "
-        "or build in place with `pip install -e .`."
-    ) from _e
+except ImportError as _e:
+    if isinstance(_e, ModuleNotFoundError) or "cannot import name" in str(_e):  # not built here
+        raise ImportError(
+            "vortonpy's C core (vortonpy._core) is not built here. Install the package with "
+            "`pip install .` and run from outside the source folder (or use the `vortonpy` command), "
+            "or build in place with `pip install -e .`."
+        ) from _e
+    raise ImportError(f"vortonpy's C core (vortonpy._core) is built but does not load: {_e}") from _e
 from ._sim import RigidBody, Sim, Tracers, Vortons
 from . import scenes, plot
 from .animate import animate

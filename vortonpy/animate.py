@@ -208,7 +208,7 @@ class Renderer:
         else:
             rgb = np.array([0.93, 0.94, 0.97], dtype=np.float32)
         img = self.background * (1.0 - alpha[..., None]) + rgb * alpha[..., None]
-        im = Image.fromarray(np.clip(img * 255.0 + 0.5, 0, 255).astype(np.uint8), "RGB")
+        im = Image.fromarray(np.clip(img * 255.0 + 0.5, 0, 255).astype(np.uint8))  # (H, W, 3) uint8: RGB
         draw = ImageDraw.Draw(im)
         scale = w / (self.bounds[1] - self.bounds[0])
         for body in sim.bodies:
