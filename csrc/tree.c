@@ -328,12 +328,13 @@ static int is_far(const vp_tree *t, const double x[3])
 static void far_velocity(const vp_tree *t, const double x[3], double u[3])
 {
     const tnode *nd = &t->nodes[0];
-    double r[3] = {x[0] - nd->c[0], x[1] - nd->c[1], x[2] - nd->c[2]}, s = 0;
-    for (int a = 0; a < 3; a++) s = fabs(r[a]) > s ? fabs(r[a]) : s;
+    const double r[3] = {x[0] - nd->c[0], x[1] - nd->c[1], x[2] - nd->c[2]};
     if (!(isfinite(r[0]) && isfinite(r[1]) && isfinite(r[2]))) { /* (the caller's check fails the step) */
         u[0] = u[1] = u[2] = NAN;
         return;
     }
+    double s = 0; /* > 0: x lies beyond `far` of o, c within the root's box */
+    for (int a = 0; a < 3; a++) s = fabs(r[a]) > s ? fabs(r[a]) : s;
     double n[3] = {r[0] / s, r[1] / s, r[2] / s};
     const double nn = sqrt(vp_dot3(n, n)), ir = 1.0 / (s * nn), ir2 = ir * ir, ir3 = ir2 * ir;
     for (int a = 0; a < 3; a++) n[a] /= nn;
