@@ -264,11 +264,14 @@ static int check_param(const char *name, double v, double lo, int lo_open, doubl
         return -1;
     }
     if ((lo_open ? !(v > lo) : !(v >= lo)) || v > hi) {
-        char vb[40], lb[40];
+        char vb[40], lb[40], hb[40];
         PyOS_snprintf(vb, sizeof vb, "%.6g", v);
         PyOS_snprintf(lb, sizeof lb, "%.6g", lo);
-        PyErr_Format(PyExc_ValueError, "%s must be %s %s%s, got %s", name, lo_open ? ">" : ">=", lb,
-                     isinf(hi) ? "" : " (and within its documented range)", vb);
+        PyOS_snprintf(hb, sizeof hb, "%.6g", hi);
+        if (isinf(hi)) /* (a message that names the bound broken: "smagorinsky must be >= 0, got 5" read oddly) */
+            PyErr_Format(PyExc_ValueError, "%s must be %s %s, got %s", name, lo_open ? ">" : ">=", lb, vb);
+        else
+            PyErr_Format(PyExc_ValueError, "%s must be in %s%s, %s], got %s", name, lo_open ? "(" : "[", lb, hb, vb);
         return -1;
     }
     return 0;

@@ -99,6 +99,13 @@ def test_bad_sim_arguments():
         vp.RigidBody(radius=-1)
     with pytest.raises(ValueError, match="mass"):
         vp.RigidBody(mass=0)
+    # the message gives the range that was broken (it read "must be >= 0 ..., got 5")
+    sim = vp.Sim()
+    with pytest.raises(ValueError, match=r"smagorinsky must be in \[0, 1\], got 5"):
+        sim.smagorinsky = 5.0
+    with pytest.raises(ValueError, match=r"dt must be > 0, got 0"):
+        sim.dt = 0.0
+    assert sim.smagorinsky == 0.0 and sim.dt > 0  # and nothing changed
 
 
 def test_body_attributes_and_rules():
