@@ -6,8 +6,8 @@ domain's box, the vortons' cells on the double grid) are written with AVX2 intri
 chosen at run time; ``VORTONPY_NO_AVX2=1`` makes a process take the portable loops instead,
 which GCC compiles as target clones (AVX-512, AVX2 + FMA, baseline) picked by CPU.  Every
 variant gives the same bits (tested).  Since stop 37 the tracers take the intrinsics only
-where the clones are not the AVX-512 ones (an AVX-512 Xeon ran the tracers 1.2-1.3x faster
-with its clones); ``VORTONPY_AVX2_TRACERS=1`` takes them there too.  Three variants:
+where the clones are not the AVX-512 ones (an AVX-512 Xeon ran the tracers 1.10-1.19x faster
+with its clones, 2 threads pinned); ``VORTONPY_AVX2_TRACERS=1`` takes them there too.  Three variants:
 
 * ``default``: what a process picks on this CPU;
 * ``avx2 all``: ``VORTONPY_AVX2_TRACERS=1``, every intrinsic path (stop 36's rule);
@@ -74,7 +74,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=5, help="processes per variant (default 5)")
     a = ap.parse_args(argv)
     print(C.header("vortonpy: the AVX2 intrinsic paths against the compiler's clones"))
-    tmp = tempfile.mkdtemp(prefix="vortonpy-simd-")
+    tmpdir = tempfile.TemporaryDirectory(prefix="vortonpy-simd-")
+    tmp = tmpdir.name
     results = {}
     for name in a.scenes:
         sim = getattr(vp.scenes, name)(threads=a.threads)
