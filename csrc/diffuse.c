@@ -748,20 +748,43 @@ static size_t pse_batch_size(const int nc[3], const size_t *start, int cy, int c
 }
 
 /* The blocks of rows (a task's unit: PSE_YB rows of a plane) taken in plane order, block
- * key = plane nyb + block, split into runs [bounds[t], bounds[t + 1]) of about equal pair
- * work for nth threads (diffuse_pass's owned blocks), by the tasks' estimate (pse_tasks_list)
- * summed per block into pc (nc[2] nyb of them); a block goes to the run where more than half
- * of its work falls. */
-static void pse_block_split(const int nc[3], const size_t *start, int nyb, int nth, double *pc, long *bounds)
+ * key = plane nyb + block, split into nth slabs [bounds[t], bounds[t + 1]) of about equal
+ * work (diffuse_pass's slabs) by an estimate per block into pc (nc[2] nyb of them): a block
+ * goes to the slab where more than half of its work falls.  A row of cells with q vortons
+ * and a batch of m (pse_batch_size) is estimated at q m + 97 q + 7 m + 320 candidate-pair
+ * units: a least-squares fit to 8454 blocks' times in ball_through_smoke's pair loop on one
+ * thread (frames 120-320, AVX2 EPYC; rms residual 0.88 us of blocks up to 20 us).  With q m
+ * alone, its small rows were undercounted and its two slabs took 65 and 43 us; so, 56 and 55.
+ * The constants are fixed, not measured at run time, so that the slabs, and so the bits, do
+ * not depend on the machine or its load.  *maxc: the largest batch. */
+static void pse_block_split(const int nc[3], const size_t *start, int nyb, int nth, double *pc, long *bounds,
+                            size_t *maxc, size_t *rc)
 {
     const long nk = (long)nc[2] * nyb;
     double tot = 0;
+    size_t mb = 0;
+    /* the rows' vorton counts, rc[cz W + cy + 2], zero around them (2 rows each side in y, 2
+     * planes past the last): a row's batch is then the sum of 13 counts without a bounds check
+     * (pse_batch_size, with them, took 2.2 us of ball_through_smoke's 91 rows, the other
+     * thread waiting) */
+    const size_t W = (size_t)nc[1] + 4;
+    memset(rc, 0, ((size_t)nc[2] + 2) * W * sizeof(size_t));
+    for (size_t cz = 0; cz < (size_t)nc[2]; cz++)
+        for (size_t cy = 0; cy < (size_t)nc[1]; cy++) {
+            const size_t r0 = (size_t)nc[0] * (cy + (size_t)nc[1] * cz);
+            rc[cz * W + cy + 2] = start[r0 + nc[0]] - start[r0];
+        }
     for (long k = 0; k < nk; k++) {
         const int cz = (int)(k / nyb), y0 = PSE_YB * (int)(k % nyb);
         double c = 0;
         for (int cy = y0; cy < y0 + PSE_YB && cy < nc[1]; cy++) {
-            const size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz), own = start[r0 + nc[0]] - start[r0];
-            if (own) c += (double)own * (double)pse_batch_size(nc, start, cy, cz);
+            const size_t *b = rc + (size_t)cz * W + (size_t)cy + 2, own = b[0];
+            if (own) {
+                const size_t m = b[0] + b[1] + b[2] + b[W - 2] + b[W - 1] + b[W] + b[W + 1] + b[W + 2] + b[2 * W - 2] +
+                                 b[2 * W - 1] + b[2 * W] + b[2 * W + 1] + b[2 * W + 2]; /* the rows of pse_fwd */
+                c += (double)own * (double)m + 320.0 + 97.0 * (double)own + 7.0 * (double)m;
+                mb = m > mb ? m : mb;
+            }
         }
         pc[k] = c;
         tot += c;
@@ -774,6 +797,7 @@ static void pse_block_split(const int nc[3], const size_t *start, int nyb, int n
         bounds[t] = k;
     }
     bounds[nth] = nk;
+    if (maxc) *maxc = mb;
 }
 
 /* The first sorted vorton of block key k (pse_block_split); n for k = nc[2] nyb. */
@@ -801,48 +825,7 @@ static inline long pse_task_key(const pse_task *tk, int col, int nyb)
     return (long)(col % 3 + 3 * (tk->task / ny)) * nyb + col / 3 + 2 * (tk->task % ny);
 }
 
-/* The key distance of block key z from the blocks of the other threads, for the thread
- * that owns keys [z0, z1) (me of nth). */
-static inline long pse_key_dist(long z, long z0, long z1, int me, int nth)
-{
-    const long a = me > 0 ? z - z0 : LONG_MAX, b = me < nth - 1 ? z1 - 1 - z : LONG_MAX;
-    return a < b ? a : b;
-}
-
-/* Thread me's list of the pair loop's tasks when it owns block keys bounds[me] ..
- * bounds[me + 1] (diffuse_pass): its tasks' places in the sequence (pse_task_at), colour by
- * colour, and in a colour those nearest another thread's blocks first, since the other
- * thread's tasks of the next colours wait for them; into L + (the tasks of the threads
- * before it), *len of them.  (A colour's tasks write to disjoint rows, so their order does
- * not change the bits.) */
-static void pse_owned_list(int me, int nth, const long *bounds, const long tcount[6], const pse_task *tasks,
-                           long ntask_max, int nyb, long *L, long *off, long *len)
-{
-    const long z0 = bounds[me], z1 = bounds[me + 1];
-    long before = 0, m = 0, g = 0;
-    for (int col = 0; col < 6; col++)
-        for (long t = 0; t < tcount[col]; t++) before += pse_task_key(tasks + (size_t)col * (size_t)ntask_max + t, col, nyb) < z0;
-    L += before;
-    for (int col = 0; col < 6; col++) {
-        const long m0 = m;
-        for (long t = 0; t < tcount[col]; t++, g++) {
-            const long z = pse_task_key(tasks + (size_t)col * (size_t)ntask_max + t, col, nyb);
-            if (z < z0 || z >= z1) continue;
-            const long d = pse_key_dist(z, z0, z1, me, nth);
-            long k = m++; /* insertion by distance, stable */
-            for (; k > m0; k--) {
-                int c2 = 0;
-                const pse_task *t2 = pse_task_at(L[k - 1], tcount, tasks, ntask_max, &c2);
-                if (pse_key_dist(pse_task_key(t2, c2, nyb), z0, z1, me, nth) <= d) break;
-                L[k] = L[k - 1];
-            }
-            L[k] = g;
-        }
-    }
-    *off = before; *len = m;
-}
-
-/* The pair loop's tasks in critical-path order (diffuse_pass, a team without owned runs): each
+/* The pair loop's tasks in critical-path order (diffuse_pass, a team past PSE_SLAB_MAX vortons): each
  * task's bottom level, its estimated cost plus the largest bottom level of the later-colour
  * tasks that wait for it (those whose blocks share rows with its block: planes within 2,
  * blocks within 1), computed latest colour first into P (level and place, at the place in
@@ -1053,12 +1036,11 @@ static inline int pse_ready(const long *done, const int nc[3], int nyb, long kk,
                 return 0;
     return 1;
 }
-#define PSE_WINDOW 6
 
 /* The first task of list L[0, len) (places in the sequence, pse_task_at) from *pos on, among
  * up to window untaken ones, that is ready (pse_ready) and claimed by this thread (taken[key]
  * exchanged from 0 to 1); -1 if none.  *pos moves past the taken tasks at the front of what
- * is left.  (The pair loop's claims: the owned runs' lists and the critical-path order.) */
+ * is left.  (The pair loop's claims in critical-path order.) */
 static inline long pse_claim_ready(const long *L, long len, long *pos, long window, const long tcount[6],
                                    const pse_task *tasks, long ntask_max, int nyb, const int nc[3], const long *done,
                                    long *taken)
@@ -1082,11 +1064,13 @@ static inline long pse_claim_ready(const long *L, long len, long *pos, long wind
  * larger ones take the limits first and the list with the team (vp_bins_build's parallel sort),
  * since there the limits' sample is a small part of the set-up. */
 #define PSE_SPECULATE_MAX 4096
-/* Sets of up to this many vortons run the pair loop with each thread owning a run of blocks
- * (diffuse_pass). */
-#define PSE_OWNER_MAX 4096
-#define PSE_OWNED_THREADS 64
-/* A team without owned runs takes the tasks in critical-path order (pse_prio_list) up to this
+/* Sets of up to PSE_SLAB_MAX vortons run the pair loop in slabs (diffuse_pass): 2 up to
+ * PSE_SLAB_MAX / 4 vortons, else PSE_SLABS_MAX.  The count depends on the set alone, never on
+ * the threads, so the bits do not either. */
+#define PSE_SLAB_MAX 4096
+#define PSE_SLABS_MAX 4
+static inline int pse_slab_count(size_t n) { return n <= PSE_SLAB_MAX / 4 ? 2 : PSE_SLABS_MAX; }
+/* A larger team takes the tasks in critical-path order (pse_prio_list) up to this
  * many tasks, looking up to PSE_PRIO_WINDOW untaken ones ahead for a ready one; above it, in
  * colour order, longest first, claimed in turn (thousands of tasks balance either way). */
 #define PSE_PRIO_MAX 1024
@@ -1113,7 +1097,9 @@ static int diffuse_pass(vp_sim *s, double dt)
      * a vorton, below, and 4 to align W4 to 32 bytes).  Kept by the sim between steps: a
      * fresh 120 MB block for 1e6 vortons came from mmap every step, and faulting its pages in
      * took ~10% of the step and did not scale with threads. */
-    double *sc = vp_sim_scratch(s, PSE_NS * n + 4);
+    /* the double arrays' length: n, and with slabs their halos' sums (up to one n each) */
+    const size_t nn = n <= PSE_SLAB_MAX ? (size_t)pse_slab_count(n) * n : n;
+    double *sc = vp_sim_scratch(s, 3 * n + (PSE_NS - 3) * nn + 4);
     if (!sc) return VP_ERR_NOMEM;
     double emax = 0, b0[3] = {INFINITY, INFINITY, INFINITY}, b1[3] = {-INFINITY, -INFINITY, -INFINITY};
     double lim_lo[3], lim_hi[3]; /* outliers go to the edge cells: they sit far from all */
@@ -1214,10 +1200,10 @@ static int diffuse_pass(vp_sim *s, double dt)
         double *b = sc;
         S.n = n; S.heat = any_heat; S.xs = xs; S.lo = lo; S.order = order;
         S.RF = (float *)b; /* 6 n floats */
-        S.V = b + 3 * n; S.OC = b + 4 * n;
-        uintptr_t a = (uintptr_t)(b + 5 * n);
+        S.V = b + 3 * n; S.OC = b + 3 * n + nn;
+        uintptr_t a = (uintptr_t)(b + 3 * n + 2 * nn);
         a = (a + 31) & ~(uintptr_t)31;
-        S.W4 = (vp_v4d *)a; S.O4 = S.W4 + n;
+        S.W4 = (vp_v4d *)a; S.O4 = S.W4 + nn;
     }
     const pse_input in = {x, r, d, w, s->grid_jacobian, &s->grid, rho0, width, nu, cs, dt_step};
     /* Each pair once.  A row of cells (fixed cy, cz) takes its pairs with itself and with its
@@ -1253,7 +1239,7 @@ static int diffuse_pass(vp_sim *s, double dt)
      * done (one a block of a plane; 1 for blocks without work).  Every output still takes its
      * contributions in colour order, so the bits are the barriers' (at ball_through_smoke's
      * ~7 tasks a colour, two threads waited at each barrier for a task-time and a half).
-     * A team without owned runs and with up to PSE_PRIO_MAX tasks takes them instead in
+     * A team past PSE_SLAB_MAX vortons and with up to PSE_PRIO_MAX tasks takes them instead in
      * critical-path order (pse_prio_list: thread 0 builds it beside the fill), each thread
      * the first untaken task in that order whose waits are met; one thread takes them in
      * colour order (no waits to meet, and a claim stays one fetch-and-add). */
@@ -1263,42 +1249,39 @@ static int diffuse_pass(vp_sim *s, double dt)
     const int pack = pse_pack_mode(), two_pass = pse_two_pass_ok(pack);
     long total = 0, next = 0, fnext = 0, nh = 0;
     const double f = dt * norm;
-    /* per block: its task done; its task taken by a thread (owned, below) */
+    /* per block: its task done; its task taken by a thread (prio) */
     long *done = malloc((2 * (size_t)nc[2] * (size_t)nyb + 1) * sizeof(long)), *taken = done ? done + (size_t)nc[2] * (size_t)nyb : NULL;
     if (!done) { free(tasks); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
-    /* Up to PSE_OWNER_MAX vortons, each thread owns a run of blocks (pse_block_split: about
-     * equal pair work each): it fills their sorted arrays, runs their tasks (pse_owned_list:
-     * in colour order) and their exchange, so that their data stays in its core's cache from
-     * the fill to the exchange.  It takes the first of its tasks not yet taken that is ready
-     * (pse_ready: the earlier colours' tasks that share its rows are done), looking up to
-     * PSE_WINDOW tasks ahead, else the first ready one of another thread's, and waits only
-     * when none is: any order that keeps those waits gives the same bits.  (Waiting for its
-     * next task in turn, as the shared order does, a thread of ball_through_smoke at frame 60
-     * waited 8.5 us of the phase's 62 for the other's tasks of earlier colours beside the
-     * runs' border; taking ready ones out of turn, the phase is 7% faster there.)  Taken as they came, the tasks of ball_through_smoke's 512 vortons did 6.5% more
-     * work on two threads than on one, and the fill 2.2x (their arrays last written by the
-     * other core); owned, the tasks do as much as on one.  Diffusion at 2 threads, interleaved
-     * A/B: ball_through_smoke 3.4% faster, spinning_ball's and dye_drop's 4096 vortons 2.7-3.3%,
-     * a 1e4 lattice 2.6%; a 1e5 lattice 1% slower (there the tasks' order, longest first,
-     * balances better), hence the cut.  Only where the vortons fill their box (one or more
-     * a cell): in hot_ball's sparse plume (0.3-0.4 a cell) the runs' work per colour differed,
-     * a thread waited up to a quarter of the phase for the other's earlier colours, and its
-     * states of 600-1300 vortons were 2-6% slower. */
-    const int owned = threads > 1 && threads <= PSE_OWNED_THREADS && n <= PSE_OWNER_MAX && n >= (size_t)nc[0] * (size_t)nc[1] * (size_t)nc[2];
-    /* per block its work; per thread 8 longs (a cache line's worth: (unused),
-     * whether the list is made, where it starts and its length); the lists; the runs' first
-     * blocks */
+    /* Up to PSE_SLAB_MAX vortons the pair loop runs in ns slabs (pse_slab_count: 2 or 4,
+     * by the vorton count alone), runs of blocks of about equal work (pse_block_split), each
+     * taken by one thread in block order, with no waits: slab t's writes to the vortons of
+     * later slabs (its halo: the planes within 2 of its last) go to halo sums of their own
+     * (records V and W4 copied, sums zeroed: places hoff[t] .. of the double arrays, past n),
+     * added to those vortons' own sums after the pair loop, halo after halo in slab order.
+     * Every output then takes its contributions in one order, whatever thread ran which slab:
+     * the bits do not depend on the thread count.  A thread runs the slabs t with
+     * me ns / nth <= t < (me + 1) ns / nth, fills their sorted arrays and runs their
+     * exchange, so their data stays in its core's cache from the fill to the exchange; with
+     * more threads than slabs the others have no pair work.  (At ball_through_smoke's 512
+     * vortons the colours and their waits held two threads to 1.62-1.68x of one: each
+     * waited ~6 us for the other's earlier colours and the task list's 4.7 us read the other
+     * core's cell list; in two slabs the halo's copies and sums cost ~1 us and the phase is
+     * 1.06x faster at 2 threads, 1.75x of one.) */
+    const int slabbed = n <= PSE_SLAB_MAX, ns = slabbed ? pse_slab_count(n) : 0;
     const size_t nk = (size_t)nc[2] * (size_t)nyb;
-    double *pcost = owned ? malloc(nk * sizeof(double) + (size_t)threads * 8 * sizeof(long) +
-                                   6 * (size_t)ntask_max * sizeof(long) + (size_t)(threads + 1) * sizeof(long)) : NULL;
-    long *cur = pcost ? (long *)(pcost + nk) : NULL, *olist = cur ? cur + 8 * threads : NULL;
-    long *bounds = olist ? olist + 6 * ntask_max : NULL;
-    long split = 0; /* bounds made (owned) */
-    if (owned && !pcost) { free(tasks); free(done); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
-    /* (a team without owned runs) the critical-path order: per block its task's place, the
+    /* (slabbed) per block its work; the slabs' first blocks; per slab but the last, its halo
+     * hq[t] .. hend[t] (sorted vortons) and where its sums go (hoff[t]) */
+    double *pcost = slabbed ? malloc(nk * sizeof(double) + (PSE_SLABS_MAX + 1) * sizeof(long) +
+                                     ((size_t)nc[2] + 2) * ((size_t)nc[1] + 4) * sizeof(size_t)) : NULL;
+    long *bounds = pcost ? (long *)(pcost + nk) : NULL;
+    size_t *rcount = bounds ? (size_t *)(bounds + PSE_SLABS_MAX + 1) : NULL; /* (pse_block_split's) */
+    size_t hq[PSE_SLABS_MAX] = {0}, hend[PSE_SLABS_MAX] = {0}, hoff[PSE_SLABS_MAX] = {0};
+    long split = 0; /* (slabbed) the slabs are made */
+    if (slabbed && !pcost) { free(tasks); free(done); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
+    /* (a team past PSE_SLAB_MAX) the critical-path order: per block its task's place, the
      * order, per task its bottom level and place (pse_prio_list); whether it is used (thread 0
      * decides, by the number of tasks) */
-    long *kmap = threads > 1 && !owned ? malloc(nk * sizeof(long) + 6 * (size_t)ntask_max * (sizeof(long) + sizeof(pse_prio))) : NULL;
+    long *kmap = threads > 1 && !slabbed ? malloc(nk * sizeof(long) + 6 * (size_t)ntask_max * (sizeof(long) + sizeof(pse_prio))) : NULL;
     long *plist = kmap ? kmap + nk : NULL;
     pse_prio *pscratch = plist ? (pse_prio *)(plist + 6 * ntask_max) : NULL;
     int prio = 0;
@@ -1308,17 +1291,25 @@ static int diffuse_pass(vp_sim *s, double dt)
 #ifdef _OPENMP
         me = omp_get_thread_num(); nth = omp_get_num_threads();
 #endif
-        /* this thread's block keys [k0, k1) and sorted vortons [q0, q1) (owned) */
+        /* this thread's block keys [k0, k1) and sorted vortons [q0, q1) (slabbed) */
         long k0 = 0, k1 = (long)nk;
-        /* the last thread splits the blocks while thread 0 lists the tasks (both estimate each
-         * block's work, the same sums: taken from the task list, the split and so every
-         * thread's fill would wait for it) */
-        if (owned && me == nth - 1) {
-            pse_block_split(nc, start, nyb, nth, pcost, bounds);
-            for (int t = 0; t < nth; t++) cur[8 * t + 1] = 0;
+        /* the last thread, which built the cell list, makes the slabs and their halos */
+        if (slabbed && me == nth - 1) {
+            pse_block_split(nc, start, nyb, ns, pcost, bounds, &maxc, rcount);
+            size_t off = n;
+            for (int t = 0; t + 1 < ns; t++) { /* from slab t + 1's first vorton to the end of the
+                                                * planes within 2 of slab t's last block */
+                const long kl = bounds[t + 1];
+                long kr = kl > 0 ? ((kl - 1) / nyb + 3) * nyb : kl;
+                if (kr > (long)nk) kr = (long)nk;
+                hq[t] = pse_block_start(nc, start, nyb, kl);
+                hend[t] = pse_block_start(nc, start, nyb, kr);
+                hoff[t] = off;
+                off += hend[t] - hq[t]; /* at most (ns - 1) n in all: the scratch's nn */
+            }
             __atomic_store_n(&split, 1, __ATOMIC_RELEASE);
         }
-        if (me == 0)
+        if (me == 0 && !slabbed)
         {
             pse_tasks_list(nc, start, nyb, ntask_max, tasks, tcount, &maxc);
             for (size_t b = 0; b < (size_t)nc[2] * (size_t)nyb; b++) { done[b] = 1; taken[b] = 0; }
@@ -1331,58 +1322,55 @@ static int diffuse_pass(vp_sim *s, double dt)
                 prio = 1;
             }
         }
-        if (owned) {
+        int sl0 = 0, sl1 = 0; /* (slabbed) this thread's slabs */
+        if (slabbed) {
             vp_wait_flag(&split);
-            k0 = bounds[me]; k1 = bounds[me + 1];
+            sl0 = me * ns / nth; sl1 = (me + 1) * ns / nth;
+            k0 = bounds[sl0]; k1 = bounds[sl1];
         }
         const size_t q0 = pse_block_start(nc, start, nyb, k0), q1 = pse_block_start(nc, start, nyb, k1);
-        if (owned) {
+        if (slabbed) {
             pse_fill(&S, (long)q0, (long)q1, &in);
+            /* the halos' records of the vortons it filled, while they are in its cache (the
+             * halo's writer copying them after the barrier took 1.5 us of ball_through_smoke's
+             * ~100, a miss a line), and its own slabs' halo sums zeroed */
+            for (int t = 0; t + 1 < ns; t++) {
+                const size_t a = hq[t] > q0 ? hq[t] : q0, b = hend[t] < q1 ? hend[t] : q1;
+                for (size_t j = a; j < b; j++) { S.V[hoff[t] + j - hq[t]] = S.V[j]; S.W4[hoff[t] + j - hq[t]] = S.W4[j]; }
+            }
+            for (int t = sl0; t < sl1 && t + 1 < ns; t++)
+                for (size_t h = hoff[t]; h < hoff[t] + (hend[t] - hq[t]); h++) { S.O4[h] = (vp_v4d){0, 0, 0, 0}; S.OC[h] = 0; }
         } else {
             for (long c; (c = vp_claim(&fnext)) < nfc;) {
                 pse_fill(&S, c * fchunk, vp_block_end(c, fchunk, (long)n), &in);
             }
         }
 #pragma omp barrier
-        if (owned) {
-            pse_owned_list(me, nth, bounds, tcount, tasks, ntask_max, nyb, olist, &cur[8 * me + 2], &cur[8 * me + 3]);
-            __atomic_store_n(&cur[8 * me + 1], 1, __ATOMIC_RELEASE);
-        }
-        long pos[PSE_OWNED_THREADS] = {0}; /* (owned) per list, where its untaken tasks start */
         long ppos = 0; /* (prio) where plist's untaken tasks start */
         const size_t fs = maxc + PSE_PAD; /* a float field's stride: the batch and its padding */
         float *bf = malloc(10 * fs * sizeof(float)); /* 5 fields, the key, 2 weights, V, c */
         size_t *xoff = malloc((nc[0] + 1) * sizeof(size_t)), *idx = malloc((maxc + 4) * sizeof(size_t));
         int32_t *pk = malloc((maxc + 2 * PSE_PAD) * sizeof(int32_t));
+        size_t *gix = slabbed ? malloc((maxc + 4) * sizeof(size_t)) : NULL; /* idx with a halo moved */
         uint8_t *flag = malloc(maxc + 2 * PSE_PAD);
         /* vp_pse_cell2's packed fields (12 of stride xns) and pair lists (4), where it is used
          * (AVX2 without AVX-512, no heat) */
         const size_t xns = maxc + 2 * PSE_PAD;
         float *xn = two_pass && !any_heat ? malloc(16 * xns * sizeof(float)) : NULL;
         int32_t *pk4 = xn ? (int32_t *)(xn + 12 * xns) : NULL;
-        if (!bf || !xoff || !idx || !pk || !flag || (two_pass && !any_heat && !xn)) {
+        if (!bf || !xoff || !idx || !pk || !flag || (two_pass && !any_heat && !xn) || (slabbed && !gix)) {
 #pragma omp atomic write
             nomem = 1;
         }
+        long sk = k0; /* (slabbed) the next block key, and its slab */
+        int sl = sl0;
         for (;;) {
-            long g = -1;
-            if (owned) { /* this thread's first ready task, else another's */
-                for (int spins = 0;;) {
-                    int left = 0;
-                    for (int v = 0; v < nth && g < 0; v++) {
-                        const int t = (me + v) % nth;
-                        long *c = cur + 8 * t;
-                        vp_wait_flag(&c[1]);
-                        const long off = c[2], len = c[3];
-                        g = pse_claim_ready(olist + off, len, &pos[t], PSE_WINDOW, tcount, tasks, ntask_max, nyb, nc,
-                                            done, taken);
-                        left |= pos[t] < len;
-                    }
-                    if (g >= 0 || !left) break;
-                    if (spins < VP_SPIN_PAUSES) { vp_spin_pause(); spins++; } /* (as vp_wait_count) */
-                    else sched_yield();
-                }
-                if (g < 0) break;
+            long g = -1, key = 0;
+            int col = 0;
+            if (slabbed) {
+                if (sk >= k1) break;
+                key = sk++;
+                while (key >= bounds[sl + 1]) sl++;
             } else if (prio) { /* the first ready task of the critical-path order */
                 for (int spins = 0;;) {
                     g = pse_claim_ready(plist, total, &ppos, PSE_PRIO_WINDOW, tcount, tasks, ntask_max, nyb, nc, done, taken);
@@ -1394,17 +1382,23 @@ static int diffuse_pass(vp_sim *s, double dt)
             } else if ((g = vp_claim(&next)) >= total) {
                 break;
             }
-            int col = 0;
-            const pse_task *tk = pse_task_at(g, tcount, tasks, ntask_max, &col); /* (sets col first) */
-            const long key = pse_task_key(tk, col, nyb);
+            if (!slabbed) {
+                const pse_task *tk = pse_task_at(g, tcount, tasks, ntask_max, &col); /* (sets col first) */
+                key = pse_task_key(tk, col, nyb);
+            }
             const int cz = (int)(key / nyb), yb = (int)(key % nyb);
-            for (int z = cz - 2; z <= cz + 2; z++) /* the conflicting tasks of earlier colours */
-                for (int y = yb - 1; y <= yb + 1; y++)
-                    if (z >= 0 && z < nc[2] && y >= 0 && y < nyb && (z % 3) + 3 * (y % 2) < col)
-                        vp_wait_flag(&done[(size_t)z * (size_t)nyb + (size_t)y]);
+            if (!slabbed)
+                for (int z = cz - 2; z <= cz + 2; z++) /* the conflicting tasks of earlier colours */
+                    for (int y = yb - 1; y <= yb + 1; y++)
+                        if (z >= 0 && z < nc[2] && y >= 0 && y < nyb && (z % 3) + 3 * (y % 2) < col)
+                            vp_wait_flag(&done[(size_t)z * (size_t)nyb + (size_t)y]);
+            /* (slabbed) a slab but the last writes its halo's sums apart: j >= hq to hoff + (j - hq) */
+            const size_t hlim = slabbed && sl + 1 < ns ? hq[sl] : SIZE_MAX, hmov = hlim != SIZE_MAX ? hoff[sl] - hq[sl] : 0;
             for (int cy = PSE_YB * yb; cy < PSE_YB * (yb + 1) && cy < nc[1]; cy++) {
                 size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
-                if (!bf || !xoff || !idx || !pk || !flag || (two_pass && !any_heat && !xn) || start[r0 + nc[0]] == start[r0]) continue;
+                if (!bf || !xoff || !idx || !pk || !flag || (two_pass && !any_heat && !xn) || (slabbed && !gix) ||
+                    start[r0 + nc[0]] == start[r0])
+                    continue;
                 /* the forward rows that hold vortons, and the x cells the batch needs: those
                  * within 2 of the own row's first and last occupied ones (in a sparse set, such
                  * as a plume, most rows and cells are empty; the batch is the same) */
@@ -1446,6 +1440,11 @@ static int diffuse_pass(vp_sim *s, double dt)
                     }
                 }
                 xoff[bx1 + 1] = m; /* xoff is read at bx0 .. bx1 + 1 only */
+                const size_t *gi = idx; /* the candidates' places in the double arrays */
+                if (hlim != SIZE_MAX && start[rows[nr - 1] + nc[0]] > hlim) {
+                    for (size_t k = 0; k < m; k++) gix[k] = idx[k] >= hlim ? idx[k] + hmov : idx[k];
+                    gi = gix;
+                }
                 const size_t own0 = start[r0], own1 = start[r0 + nc[0]];
                 pse_batch_fill(m, idx, S.RF, n, own0, own1, fb, kb, vf);
                 for (size_t k = m; k < m + PSE_PAD; k++) { /* finite padding for the last lanes */
@@ -1460,7 +1459,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                     if (xn && b1 - b0 >= PSE_TWO_PASS_MIN) { /* (xn: AVX2, no heat) */ /* the cell's queries 4 at a time */
                         for (size_t q = start[r0 + cx], qe = start[r0 + cx + 1]; q < qe; q += 4)
                             vp_pse_cell2(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0, kb + b0,
-                                         idx + b0, S.V, S.W4, S.O4, S.OC, bf + 6 * fs, bf + 7 * fs, pk4, xn, xns,
+                                         gi + b0, S.V, S.W4, S.O4, S.OC, bf + 6 * fs, bf + 7 * fs, pk4, xn, xns,
                                          S.RF, n, q, qe - q < 4 ? (int)(qe - q) : 4, own0, (float)(cut * cut), uniform);
                         continue;
                     }
@@ -1471,7 +1470,7 @@ static int diffuse_pass(vp_sim *s, double dt)
                         const vp_v4d wq = S.W4[q];
                         const double wq4[4] = {wq[0], wq[1], wq[2], any_heat ? wq[3] : 0.0};
                         vp_pse_pairs(b1 - b0, fb[0] + b0, fb[1] + b0, fb[2] + b0, fb[3] + b0, fb[4] + b0,
-                                     kb + b0, idx + b0, S.V, S.W4, S.O4, vf + b0, ocf + b0, bf + 6 * fs,
+                                     kb + b0, gi + b0, S.V, S.W4, S.O4, vf + b0, ocf + b0, bf + 6 * fs,
                                      bf + 7 * fs, flag, pk, qf, (int32_t)(q - own0), S.V[q], wq4, (float)(cut * cut),
                                      (float)kappa, uniform, any_heat, pack, acc);
                         const vp_v4d a4 = {acc[0], acc[1], acc[2], acc[3]};
@@ -1481,11 +1480,11 @@ static int diffuse_pass(vp_sim *s, double dt)
                 }
                 /* with heat, the candidates' rate sums (float, in the batch) back to their rows */
                 if (any_heat)
-                    for (size_t k = 0; k < m; k++) S.OC[idx[k]] += ocf[k];
+                    for (size_t k = 0; k < m; k++) S.OC[gi[k]] += ocf[k];
             } /* cy */
-            __atomic_store_n(&done[key], 1, __ATOMIC_RELEASE);
+            if (!slabbed) __atomic_store_n(&done[key], 1, __ATOMIC_RELEASE);
         }
-        free(bf); free(xoff); free(idx); free(pk); free(flag); free(xn);
+        free(bf); free(xoff); free(idx); free(pk); free(flag); free(xn); free(gix);
         /* The stability guard's count of bunched vortons (pse_guard) and, with none (nearly
          * always), the exchange, in the same region (a region each, or serial below 4096
          * and 512 vortons, they were 3 us of ball_through_smoke's 61 on two threads) */
@@ -1493,10 +1492,28 @@ static int diffuse_pass(vp_sim *s, double dt)
         int failed;
 #pragma omp atomic read
         failed = nomem;
-        if (!failed) {
+        if (!failed && slabbed) {
+            /* the halo sums added to their vortons' own, halo after halo, each vorton by its
+             * slab's thread (the same order at any thread count); then each thread counts its
+             * own bunched vortons */
+            for (int t = 0; t + 1 < ns; t++) {
+                const size_t a = hq[t] > q0 ? hq[t] : q0, b = hend[t] < q1 ? hend[t] : q1;
+                for (size_t j = a; j < b; j++) {
+                    S.O4[j] += S.O4[hoff[t] + j - hq[t]];
+                    S.OC[j] += S.OC[hoff[t] + j - hq[t]];
+                }
+            }
+            long c = 0;
+            for (size_t q = q0; q < q1; q++) c += f * pse_rate(&S, q) > PSE_MAX_RATE;
+#pragma omp atomic
+            nh += c;
+#pragma omp barrier
+        } else if (!failed) {
 #pragma omp for schedule(static) reduction(+ : nh)
             for (long q = 0; q < (long)n; q++) nh += f * pse_rate(&S, (size_t)q) > PSE_MAX_RATE;
-            if (nh == 0 && owned) {
+        }
+        if (!failed) {
+            if (nh == 0 && slabbed) {
                 for (long q = (long)q0; q < (long)q1; q++) pse_exchange(&S, q, w, d, f, kappa * dt * norm, rho0, viscous, any_heat);
             } else if (nh == 0) {
 #pragma omp for schedule(static) nowait
