@@ -1227,9 +1227,10 @@ static int diffuse_pass(vp_sim *s, double dt)
      * their order does not change the result. */
     size_t maxc = 0;
     const long ntask_max = ((long)nc[2] + 2) / 3 * ((long)nyb + 1) / 2 + 1;
-    pse_task *tasks = malloc(6 * (size_t)ntask_max * sizeof(pse_task));
+    const int slabbed = n <= PSE_SLAB_MAX, ns = slabbed ? pse_slab_count(n) : 0; /* (below) */
+    pse_task *tasks = slabbed ? NULL : malloc(6 * (size_t)ntask_max * sizeof(pse_task));
     long tcount[6] = {0, 0, 0, 0, 0, 0};
-    if (!tasks) { free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
+    if (!slabbed && !tasks) { free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
     /* One region: the sorted arrays filled by the team in chunks while thread 0 lists the
      * tasks (serial: 1.7 us of ball_through_smoke's 512 vortons, whose fill took 3.4 us on one
      * thread alone and 6.9 on one of two, its arrays last written by both), then the pairs.
@@ -1250,8 +1251,9 @@ static int diffuse_pass(vp_sim *s, double dt)
     long total = 0, next = 0, fnext = 0, nh = 0;
     const double f = dt * norm;
     /* per block: its task done; its task taken by a thread (prio) */
-    long *done = malloc((2 * (size_t)nc[2] * (size_t)nyb + 1) * sizeof(long)), *taken = done ? done + (size_t)nc[2] * (size_t)nyb : NULL;
-    if (!done) { free(tasks); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
+    long *done = slabbed ? NULL : malloc((2 * (size_t)nc[2] * (size_t)nyb + 1) * sizeof(long));
+    long *taken = done ? done + (size_t)nc[2] * (size_t)nyb : NULL;
+    if (!slabbed && !done) { free(tasks); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
     /* Up to PSE_SLAB_MAX vortons the pair loop runs in ns slabs (pse_slab_count: 2 or 4,
      * by the vorton count alone), runs of blocks of about equal work (pse_block_split), each
      * taken by one thread in block order, with no waits: slab t's writes to the vortons of
@@ -1267,7 +1269,6 @@ static int diffuse_pass(vp_sim *s, double dt)
      * waited ~6 us for the other's earlier colours and the task list's 4.7 us read the other
      * core's cell list; in two slabs the halo's copies and sums cost ~1 us and the phase is
      * 1.06x faster at 2 threads, 1.75x of one.) */
-    const int slabbed = n <= PSE_SLAB_MAX, ns = slabbed ? pse_slab_count(n) : 0;
     const size_t nk = (size_t)nc[2] * (size_t)nyb;
     /* (slabbed) per block its work; the slabs' first blocks; per slab but the last, its halo
      * hq[t] .. hend[t] (sorted vortons) and where its sums go (hoff[t]) */
@@ -1293,7 +1294,8 @@ static int diffuse_pass(vp_sim *s, double dt)
 #endif
         /* this thread's block keys [k0, k1) and sorted vortons [q0, q1) (slabbed) */
         long k0 = 0, k1 = (long)nk;
-        /* the last thread, which built the cell list, makes the slabs and their halos */
+        /* the last thread makes the slabs and their halos (it built the cell list, where a
+         * team built it beside the robust limits: up to PSE_SPECULATE_MAX vortons) */
         if (slabbed && me == nth - 1) {
             pse_block_split(nc, start, nyb, ns, pcost, bounds, &maxc, rcount);
             size_t off = n;
