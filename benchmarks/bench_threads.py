@@ -45,7 +45,10 @@ MEMORY_BOUND = {"advect_tracers"}  # judged against the bandwidth (bench_scenes.
 # per tracer for advect_tracers.  domain reads every position (24 bytes) and little else since
 # its box pass runs on AVX2 min/max (stop 36); at 2 threads it is judged memory-bound when it
 # moves at least STREAM_FRACTION of the machine's 2-thread STREAM bandwidth, else by 1.7x.
-STREAM_BYTES = {"domain": ("particles", 24), "advect_tracers": ("tracers", 80)}
+# emit, in a scene without emitters, is the ages' advance alone (age += dt over every vorton
+# and tracer: 16 bytes read and written a particle, one add): judged as domain is.  With
+# emitters it also draws and appends particles, and is judged by 1.7x.
+STREAM_BYTES = {"domain": ("particles", 24), "advect_tracers": ("tracers", 80), "emit": ("particles", 16)}
 STREAM_FRACTION = 0.5
 
 
@@ -83,7 +86,7 @@ def time_state(path, threads, steps):
     s.step()
     out = []
     for _ in range(steps):
-        counts = dict(tracers=len(s.tracers), particles=len(s.tracers) + len(s.vortons))
+        counts = dict(tracers=len(s.tracers), particles=len(s.tracers) + len(s.vortons), emitters=len(s.emitters))
         _, ms = C.timed(s.step)
         t = dict(s.timings)
         t["step"] = ms
@@ -137,7 +140,8 @@ def main(argv=None):
             sb = est[("best", 1)] / est[("best", 2)] if est[("best", 2)] > 0 else float("nan")
             sm = est[("median", 1)] / est[("median", 2)] if est[("median", 2)] > 0 else float("nan")
             gbps = None  # the phase's streaming rate at 2 threads (best), where it streams records
-            if ph in STREAM_BYTES:
+            ages_only = all(rec[(name, si, k, 2)][0]["count_emitters"] == 0 for si in range(ns) for k in range(a.steps))
+            if ph in STREAM_BYTES and (ph != "emit" or ages_only):
                 what, per = STREAM_BYTES[ph]
                 nbytes = sum(per * rec[(name, si, k, 2)][0]["count_" + what] for si in range(ns) for k in range(a.steps))
                 gbps = nbytes / (est[("best", 2)] * 1e-3) / 1e9 if est[("best", 2)] > 0 else None
@@ -162,7 +166,8 @@ def main(argv=None):
           f"{ceil_after:.2f}x after.  'best': per state and step the fastest of the repeats; 'median': their "
           f"median.  Phases under {a.min_ms} ms a step at 1 thread are left out.  STREAM copy at 2 threads: "
           f"{bw2:.1f} GB/s; domain (24 bytes a particle: every position read) counts as memory-bound from "
-          f"{STREAM_FRACTION:.0%} of it, advect_tracers (80 bytes a tracer) always.")
+          f"{STREAM_FRACTION:.0%} of it, as does emit in a scene without emitters (the ages' advance: 16 bytes a "
+          f"particle), advect_tracers (80 bytes a tracer) always.")
     path = C.write_json("threads.json", dict(results=results, ceiling_before=ceil_before, ceiling_after=ceil_after,
                                              stream_GBps_2=bw2, args=vars(a)))
     print(f"wrote {os.path.relpath(path)}")
