@@ -1066,7 +1066,9 @@ static inline long pse_claim_ready(const long *L, long len, long *pos, long wind
 #define PSE_SPECULATE_MAX 4096
 /* Sets of up to PSE_SLAB_MAX vortons run the pair loop in slabs (diffuse_pass): 2 up to
  * PSE_SLAB_MAX / 4 vortons, else PSE_SLABS_MAX.  The count depends on the set alone, never on
- * the threads, so the bits do not either. */
+ * the threads, so the bits do not either.  (Four slabs cost 2-3% at 2 threads against two on
+ * lattices of 2744 and 4096 vortons, but keep four threads busy on larger machines; past
+ * 4096, slabs were slower than the coloured tasks: a 1e4 lattice 0.97x at 2 threads.) */
 #define PSE_SLAB_MAX 4096
 #define PSE_SLABS_MAX 4
 static inline int pse_slab_count(size_t n) { return n <= PSE_SLAB_MAX / 4 ? 2 : PSE_SLABS_MAX; }
@@ -1268,7 +1270,7 @@ static int diffuse_pass(vp_sim *s, double dt)
      * vortons the colours and their waits held two threads to 1.62-1.68x of one: each
      * waited ~6 us for the other's earlier colours and the task list's 4.7 us read the other
      * core's cell list; in two slabs the halo's copies and sums cost ~1 us and the phase is
-     * 1.06x faster at 2 threads, 1.75x of one.) */
+     * 1.04-1.06x faster at 2 threads, 1.70-1.74x of one.) */
     const size_t nk = (size_t)nc[2] * (size_t)nyb;
     /* (slabbed) per block its work; the slabs' first blocks; per slab but the last, its halo
      * hq[t] .. hend[t] (sorted vortons) and where its sums go (hoff[t]) */
