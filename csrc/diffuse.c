@@ -734,39 +734,12 @@ enum { PSE_YB = 4 };
 static const int pse_fwd[13][2] = {{0, 0}, {1, 0}, {2, 0}, {-2, 1}, {-1, 1}, {0, 1}, {1, 1}, {2, 1},
                                    {-2, 2}, {-1, 2}, {0, 2}, {1, 2}, {2, 2}};
 
-/* The vortons in the 13 forward rows of row (cy, cz): its batch (diffuse_pass). */
-static size_t pse_batch_size(const int nc[3], const size_t *start, int cy, int cz)
+/* The rows' vorton counts into rc: row (cy, cz) at rc[cz W + cy + 2], W = nc[1] + 4 (returned),
+ * zero around them (2 rows each side in y, 2 planes past the last), (nc[2] + 2) W of them, so
+ * that a row's batch is 13 counts summed without a bounds check (pse_batch; with the checks,
+ * ball_through_smoke's 91 rows took 2.2 us, on the critical path of its slabs). */
+static size_t pse_row_counts(const int nc[3], const size_t *start, size_t *rc)
 {
-    size_t m = 0;
-    for (int f = 0; f < 13; f++) {
-        int ky = cy + pse_fwd[f][0], kz = cz + pse_fwd[f][1];
-        if (kz >= nc[2] || ky < 0 || ky >= nc[1]) continue;
-        size_t row = (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * kz);
-        m += start[row + nc[0]] - start[row];
-    }
-    return m;
-}
-
-/* The blocks of rows (a task's unit: PSE_YB rows of a plane) taken in plane order, block
- * key = plane nyb + block, split into nth slabs [bounds[t], bounds[t + 1]) of about equal
- * work (diffuse_pass's slabs) by an estimate per block into pc (nc[2] nyb of them): a block
- * goes to the slab where more than half of its work falls.  A row of cells with q vortons
- * and a batch of m (pse_batch_size) is estimated at q m + 97 q + 7 m + 320 candidate-pair
- * units: a least-squares fit to 8454 blocks' times in ball_through_smoke's pair loop on one
- * thread (frames 120-320, AVX2 EPYC; rms residual 0.88 us of blocks up to 20 us).  With q m
- * alone, its small rows were undercounted and its two slabs took 65 and 43 us; so, 56 and 55.
- * The constants are fixed, not measured at run time, so that the slabs, and so the bits, do
- * not depend on the machine or its load.  *maxc: the largest batch. */
-static void pse_block_split(const int nc[3], const size_t *start, int nyb, int nth, double *pc, long *bounds,
-                            size_t *maxc, size_t *rc)
-{
-    const long nk = (long)nc[2] * nyb;
-    double tot = 0;
-    size_t mb = 0;
-    /* the rows' vorton counts, rc[cz W + cy + 2], zero around them (2 rows each side in y, 2
-     * planes past the last): a row's batch is then the sum of 13 counts without a bounds check
-     * (pse_batch_size, with them, took 2.2 us of ball_through_smoke's 91 rows, the other
-     * thread waiting) */
     const size_t W = (size_t)nc[1] + 4;
     memset(rc, 0, ((size_t)nc[2] + 2) * W * sizeof(size_t));
     for (size_t cz = 0; cz < (size_t)nc[2]; cz++)
@@ -774,14 +747,42 @@ static void pse_block_split(const int nc[3], const size_t *start, int nyb, int n
             const size_t r0 = (size_t)nc[0] * (cy + (size_t)nc[1] * cz);
             rc[cz * W + cy + 2] = start[r0 + nc[0]] - start[r0];
         }
+    return W;
+}
+
+/* The vortons in the 13 forward rows (pse_fwd) of the row whose count is at b in
+ * pse_row_counts' table of width W: its batch (diffuse_pass). */
+static inline size_t pse_batch(const size_t *b, size_t W)
+{
+    return b[0] + b[1] + b[2] + b[W - 2] + b[W - 1] + b[W] + b[W + 1] + b[W + 2] + b[2 * W - 2] + b[2 * W - 1] +
+           b[2 * W] + b[2 * W + 1] + b[2 * W + 2];
+}
+
+/* The blocks of rows (a task's unit: PSE_YB rows of a plane) taken in plane order, block
+ * key = plane nyb + block, split into nth slabs [bounds[t], bounds[t + 1]) of about equal
+ * work (diffuse_pass's slabs) by an estimate per block into pc (nc[2] nyb of them): a block
+ * goes to the slab where more than half of its work falls.  A row of cells with q vortons
+ * and a batch of m (pse_batch) is estimated at q m + 97 q + 7 m + 320 candidate-pair
+ * units: a least-squares fit to 8454 blocks' times in ball_through_smoke's pair loop on one
+ * thread (frames 120-320, AVX2 EPYC; rms residual 0.88 us of blocks up to 20 us).  With q m
+ * alone, its small rows were undercounted and its two slabs took 65 and 43 us; so, 56 and 55.
+ * The constants are fixed, not measured at run time, so that the slabs, and so the bits, do
+ * not depend on the machine or its load.  *maxc: the largest batch; rc: pse_row_counts'
+ * table. */
+static void pse_block_split(const int nc[3], const size_t *start, int nyb, int nth, double *pc, long *bounds,
+                            size_t *maxc, size_t *rc)
+{
+    const long nk = (long)nc[2] * nyb;
+    double tot = 0;
+    size_t mb = 0;
+    const size_t W = pse_row_counts(nc, start, rc);
     for (long k = 0; k < nk; k++) {
         const int cz = (int)(k / nyb), y0 = PSE_YB * (int)(k % nyb);
         double c = 0;
         for (int cy = y0; cy < y0 + PSE_YB && cy < nc[1]; cy++) {
             const size_t *b = rc + (size_t)cz * W + (size_t)cy + 2, own = b[0];
             if (own) {
-                const size_t m = b[0] + b[1] + b[2] + b[W - 2] + b[W - 1] + b[W] + b[W + 1] + b[W + 2] + b[2 * W - 2] +
-                                 b[2 * W - 1] + b[2 * W] + b[2 * W + 1] + b[2 * W + 2]; /* the rows of pse_fwd */
+                const size_t m = pse_batch(b, W);
                 c += (double)own * (double)m + 320.0 + 97.0 * (double)own + 7.0 * (double)m;
                 mb = m > mb ? m : mb;
             }
@@ -876,16 +877,18 @@ static void pse_prio_list(const int nc[3], int nyb, const long tcount[6], const 
 
 /* The pair loop's tasks (diffuse_pass): for each of the 6 colours, the blocks of rows that
  * hold vortons, tl = tasks + colour * ntask_max, tcount[colour] of them, longest first by the
- * estimate sum over their rows of (own vortons) x (batch size); *maxc: the largest batch. */
+ * estimate sum over their rows of (own vortons) x (batch size); *maxc: the largest batch; rc:
+ * pse_row_counts' table. */
 static void pse_tasks_list(const int nc[3], const size_t *start, int nyb, long ntask_max, pse_task *tasks,
-                           long tcount[6], size_t *maxc_out)
+                           long tcount[6], size_t *maxc_out, size_t *rc)
 {
     size_t maxc = 0;
+    const size_t W = pse_row_counts(nc, start, rc);
     for (int cz = 0; cz < nc[2]; cz++)
         for (int cy = 0; cy < nc[1]; cy++) {
             size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * cz);
             if (start[r0 + nc[0]] == start[r0]) continue;
-            const size_t m = pse_batch_size(nc, start, cy, cz);
+            const size_t m = pse_batch(rc + (size_t)cz * W + (size_t)cy + 2, W);
             if (m > maxc) maxc = m;
             /* this row's block: colour (cz mod 3, block mod 2), task (cz / 3, block / 2) */
             const int yb = cy / PSE_YB, col = (cz % 3) + 3 * (yb % 2);
@@ -1274,13 +1277,15 @@ static int diffuse_pass(vp_sim *s, double dt)
     const size_t nk = (size_t)nc[2] * (size_t)nyb;
     /* (slabbed) per block its work; the slabs' first blocks; per slab but the last, its halo
      * hq[t] .. hend[t] (sorted vortons) and where its sums go (hoff[t]) */
-    double *pcost = slabbed ? malloc(nk * sizeof(double) + (PSE_SLABS_MAX + 1) * sizeof(long) +
-                                     ((size_t)nc[2] + 2) * ((size_t)nc[1] + 4) * sizeof(size_t)) : NULL;
+    double *pcost = slabbed ? malloc(nk * sizeof(double) + (PSE_SLABS_MAX + 1) * sizeof(long)) : NULL;
     long *bounds = pcost ? (long *)(pcost + nk) : NULL;
-    size_t *rcount = bounds ? (size_t *)(bounds + PSE_SLABS_MAX + 1) : NULL; /* (pse_block_split's) */
+    size_t *rcount = malloc(((size_t)nc[2] + 2) * ((size_t)nc[1] + 4) * sizeof(size_t)); /* (pse_row_counts) */
     size_t hq[PSE_SLABS_MAX] = {0}, hend[PSE_SLABS_MAX] = {0}, hoff[PSE_SLABS_MAX] = {0};
     long split = 0; /* (slabbed) the slabs are made */
-    if (slabbed && !pcost) { free(tasks); free(done); free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM; }
+    if ((slabbed && !pcost) || !rcount) {
+        free(tasks); free(done); free(pcost); free(rcount); free(xperm); vp_bins_free(&bins);
+        return VP_ERR_NOMEM;
+    }
     /* (a team past PSE_SLAB_MAX) the critical-path order: per block its task's place, the
      * order, per task its bottom level and place (pse_prio_list); whether it is used (thread 0
      * decides, by the number of tasks) */
@@ -1315,7 +1320,7 @@ static int diffuse_pass(vp_sim *s, double dt)
         }
         if (me == 0 && !slabbed)
         {
-            pse_tasks_list(nc, start, nyb, ntask_max, tasks, tcount, &maxc);
+            pse_tasks_list(nc, start, nyb, ntask_max, tasks, tcount, &maxc, rcount);
             for (size_t b = 0; b < (size_t)nc[2] * (size_t)nyb; b++) { done[b] = 1; taken[b] = 0; }
             for (int col = 0; col < 6; col++) { /* (a block's flag is at its key) */
                 for (long t = 0; t < tcount[col]; t++) done[pse_task_key(tasks + (size_t)col * (size_t)ntask_max + t, col, nyb)] = 0;
@@ -1525,7 +1530,7 @@ static int diffuse_pass(vp_sim *s, double dt)
             }
         }
     }
-    free(tasks); free(done); free(pcost); free(kmap);
+    free(tasks); free(done); free(pcost); free(kmap); free(rcount);
     if (nomem || (nh > 0 && pse_guard(&bins, &S, f, (float)(cut * cut), threads, (size_t)nh))) {
         free(xperm); vp_bins_free(&bins); return VP_ERR_NOMEM;
     }
