@@ -1,5 +1,5 @@
 """In-process A/B timing of two builds of vortonpy: both loaded in one process and stepped
-alternately from one saved state, so both see the same machine (this VM's speed drifts by
+alternately from one saved state, so both see the same machine (a shared virtual machine's speed can drift by
 +-40% between runs minutes apart; a ratio taken this way is steady to a few per cent).
 
     python benchmarks/ab.py snapshot base          # copy the current build (vortonpy/ + its .so)

@@ -298,7 +298,7 @@ def main(argv=None):
                   f"{r2['near_1e3_mean_ms']:.2f} ms on average over the {r2['near_1e3_frames']} frames that start with "
                   f"500-1500 vortons (median {r2['near_1e3_median_ms']:.2f}): "
                   f"{'met' if r2['near_1e3_mean_ms'] <= tgt else 'NOT met'}.  A single frame stalled by the "
-                  f"machine (this VM stalls one for 10-50 ms now and then) adds its time / "
+                  f"machine (a shared virtual machine stalls one for 10-50 ms now and then) adds its time / "
                   f"{r2['near_1e3_frames']} to the mean: see the max.")
     out = C.write_json("scenes_quick.json" if a.quick else "scenes.json",
                        dict(args=vars(a), repeats=repeats, frames=frames, results=results, machine_ceilings=ceil,

@@ -1,16 +1,16 @@
 #!/usr/bin/env python
 """The hand-written AVX2 paths against the compiler's clones, per phase, on this CPU.
 
-Since stop 36 a few hot loops (the tracers' cell lookup and whole tracer blocks, the
-domain's box, the vortons' cells on the double grid) are written with AVX2 intrinsics,
-chosen at run time; ``VORTONPY_NO_AVX2=1`` makes a process take the portable loops instead,
-which GCC compiles as target clones (AVX-512, AVX2 + FMA, baseline) picked by CPU.  Every
-variant gives the same bits (tested).  Since stop 37 the tracers take the intrinsics only
-where the clones are not the AVX-512 ones (an AVX-512 Xeon ran the tracers 1.10-1.19x faster
-with its clones, 2 threads pinned); ``VORTONPY_AVX2_TRACERS=1`` takes them there too.  Three variants:
+A few hot loops (the tracers' cell lookup and whole tracer blocks, the domain's box, the
+vortons' cells on the double grid) are written with AVX2 intrinsics, chosen at run time;
+``VORTONPY_NO_AVX2=1`` makes a process take the portable loops instead, which GCC compiles
+as target clones (AVX-512, AVX2 + FMA, baseline) picked by CPU.  Every variant gives the
+same bits (tested).  The tracers take the intrinsics only where the clones are not the
+AVX-512 ones (on an AVX-512 Xeon the clones ran the tracers faster; figures in
+benchmarks/README.md); ``VORTONPY_AVX2_TRACERS=1`` takes them there too.  Three variants:
 
 * ``default``: what a process picks on this CPU;
-* ``avx2 all``: ``VORTONPY_AVX2_TRACERS=1``, every intrinsic path (stop 36's rule);
+* ``avx2 all``: ``VORTONPY_AVX2_TRACERS=1``, every intrinsic path;
 * ``clones``: ``VORTONPY_NO_AVX2=1``, no intrinsics.
 
 The choice is cached per process, so each variant runs in its own process: a scene is

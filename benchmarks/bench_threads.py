@@ -14,10 +14,10 @@ differ only by what else the machine did meanwhile.  Two estimates per phase are
 * ``best``: the sum over states and steps of each one's minimum over the repeats: what the
   code does when the machine leaves it alone (the usual reading of a micro-benchmark, as
   ``timeit`` takes the minimum);
-* ``median``: the same with the median over the repeats: what a run sees on this machine,
-  whose second vCPU is often busy with other work (then a phase waits at its barriers).
+* ``median``: the same with the median over the repeats: what a run sees on a shared
+  machine, whose second CPU is often busy with other work (then a phase waits at its barriers).
 
-The target (issue 5) is 1.7x or more for every phase that is not memory-bound; tracer
+The target is 1.7x or more for every phase that is not memory-bound; tracer
 advection is compared with the memory bandwidth in ``bench_scenes.py``.  The compute-bound
 NumPy loop of ``_common.compute_rate`` is timed before and after, as the machine's own ceiling
 at that moment.  Writes ``benchmarks/results/threads.json``.
@@ -43,7 +43,7 @@ PHASES = ["domain", "velocity", "stretch", "baroclinic", "diffuse", "advect_vort
 MEMORY_BOUND = {"advect_tracers"}  # judged against the bandwidth (bench_scenes.py), not 1.7x
 # Phases that stream every particle's record: bytes a step per (vortons + tracers) for domain,
 # per tracer for advect_tracers.  domain reads every position (24 bytes) and little else since
-# its box pass runs on AVX2 min/max (stop 36); at 2 threads it is judged memory-bound when it
+# its box pass runs on AVX2 min/max; at 2 threads it is judged memory-bound when it
 # moves at least STREAM_FRACTION of the machine's 2-thread STREAM bandwidth, else by 1.7x.
 # emit, in a scene without emitters, is the ages' advance alone (age += dt over every vorton
 # and tracer: 16 bytes read and written a particle, one add): judged as domain is.  With

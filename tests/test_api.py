@@ -202,7 +202,7 @@ def test_overlapping_calls_from_threads_are_refused_or_serialised():
 
 
 def test_escaped_vorton_does_not_wreck_the_grid():
-    """One vorton flung far away must not stretch the grid over empty space (issue 7): the
+    """One vorton flung far away must not stretch the grid over empty space: the
     robust domain keeps the spacing and the outlier moves by direct evaluation."""
     sim = vp.scenes.vortex_ring(tracers=1000, threads=2)
     sim.step()

@@ -1,4 +1,4 @@
-"""Two-way fluid-body interaction (physics.md 2.7-2.9, part 4) and buoyancy/heat (parts 8-10)."""
+"""Two-way fluid-body interaction (docs/method.md, steps 7-9; part 4) and buoyancy/heat (parts 8-10)."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""The vorton fluid against the analytic answers of physics.md section 4.
+"""The vorton fluid against the analytic answers of docs/validation.md.
 
 Each tolerance is stated with the physics that sets it."""
 import numpy as np
@@ -153,7 +153,7 @@ def test_heat_blob_diffuses_at_kappa():
 
 
 def test_density_splat_is_cloud_in_cell_and_thread_independent():
-    """The density grid (physics.md 2.4) is the cloud-in-cell splat of the vortons' mass
+    """The density grid (docs/method.md, step 4) is the cloud-in-cell splat of the vortons' mass
     deviations d_i V_i divided by the cell volume: so the grid holds their total mass exactly
     (to rounding, 1e-12), every node agrees with a NumPy splat (np.add.at; 1e-12 of the largest
     node), and the parallel splat (used from 20000 vortons) is bitwise the same at 1 and 2
@@ -233,7 +233,7 @@ def check_pse_cloud(p, rad, rng, kappa=0.01):
     V = 4 / 3 * np.pi * rad ** 3
     # the exchanges cancel pairwise: sum V dT is rounding only
     assert abs(np.sum(V * dT)) < 1e-13 * np.sum(np.abs(V * dT))
-    # brute force, the kernel of physics.md 2.5 cut and renormalised as in diffuse.c
+    # brute force, the kernel of docs/method.md step 5, cut and renormalised as in diffuse.c
     from math import erf
     e = V ** (1 / 3)
     d2 = np.sum((p[:, None, :] - p[None, :, :]) ** 2, -1)
@@ -349,7 +349,7 @@ def test_pse_guard_keeps_a_bunch_of_vortons_bounded():
         other.add_vortons(p, w, r)
         other.step()
         assert np.array_equal(other.vortons.vorticity, w1)
-    # the unguarded explicit step of physics.md 2.5 (equal radii: e = V^(1/3), nu_ij = nu)
+    # the unguarded explicit step of docs/method.md step 5 (equal radii: e = V^(1/3), nu_ij = nu)
     from math import erf
     e = (4 / 3 * np.pi) ** (1 / 3) * r
     c = sim.pse_cutoff

@@ -1,4 +1,4 @@
-"""The `poisson` velocity solver (vortex-in-cell with free-space boundaries, physics.md 2.2).
+"""The `poisson` velocity solver (vortex-in-cell with free-space boundaries, docs/method.md step 2).
 
 Each tolerance is stated with the numerics that set it: the solver splats strengths onto the
 grid by cloud-in-cell (CIC, which keeps each vorton's total strength and centroid, so the error
@@ -163,7 +163,7 @@ def test_poisson_empty_and_single_vorton():
 
 
 def test_poisson_off_grid_vortons_are_summed_directly():
-    """A vorton beyond the robust domain limits (physics.md 2.1) is not on the grid; its
+    """A vorton beyond the robust domain limits (docs/method.md, step 1) is not on the grid; its
     velocity at the nodes is added by the direct sum with its own radius, so the grid velocity
     less that direct term is the ring's own, as accurate as without the outlier."""
     sim = vp.scenes.vortex_ring(tracers=0, threads=2, core=0.3, spacing=0.15)
