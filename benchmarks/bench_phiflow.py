@@ -2,7 +2,7 @@
 """vortonpy's hot_ball against PhiFlow's 3D buoyant smoke with a sphere obstacle (NumPy
 backend): frames per second of each for the same simulated time, and their ratio.
 
-The PhiFlow scene is built to match hot_ball (the seeds' part 10 default): a fixed ball
+The PhiFlow scene is built to match hot_ball (the default of Gourlay's part 10): a fixed ball
 of radius 0.2 at the origin at temperature 10 (ambient 1) heats the fluid next to it; the
 heated fluid is lighter (density rho0/T, gravity (0, 0, -10)) and rises in a plume.  Domain
 2 x 2 x 2 (z from -0.6 to 1.4), closed walls, dt = 1/30, viscosity 0.01.  Per step:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Milliseconds per frame of the seeds' scenes, simulation only (sim.step()), at 1 and 2
+"""Milliseconds per frame of the articles' scenes, simulation only (sim.step()), at 1 and 2
 threads, with the per-phase breakdown from ``sim.timings``.
 
 Each scene is built once, warmed up (hot_ball: until its vorton count is steady), and saved;
@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 
 import vortonpy as vp  # noqa: E402
 
-# scene -> (target ms at 2 threads or None, seeds' numbers, note)
+# scene -> (target ms at 2 threads or None, the articles' numbers, note)
 SCENES = {
     "ball_through_smoke": (2.0, "20.9 (1 CPU) / 6.3 (8 CPUs), part 5 Xeon 2.33 GHz, simulation only"),
     "hot_ball": (1.0, "10.7 (1 thr) / 7.55 (2 thr), part 10 i7-2600, whole frame"),
@@ -76,7 +76,7 @@ def hot_ball_run(threads, start, frames, tmpdir, kw):
     are the same bits at any thread count, so every thread count times identical work);
     returns ms per frame (mean, median, p90, p99, max) and the mean vorton and tracer counts,
     and the mean over the frames that start with 500-1500 vortons: the issue's target names
-    hot_ball's steady state as "about 1e3 vortons" (the seeds' count, without remeshing),
+    hot_ball's steady state as "about 1e3 vortons" (the articles' count, without remeshing),
     while remeshing keeps this scene's count at about twice that on average.  Also at the
     most threads with ``overlap=0`` (key "N, overlap 0"): every phase alone on all threads, for
     comparison with the default, where tracer advection may run beside diffusion.  The runs
@@ -230,8 +230,8 @@ def main(argv=None):
             print(f"\n{name}: {len(r['errors'])} repeat(s) stopped early: {r['errors'][0]}")
     if "ball_through_smoke" in results_ok:
         b = results["ball_through_smoke"]["threads"]
-        print(f"\nball_through_smoke vs the seeds' simulation update (20.9 ms on 1 CPU, 6.3 ms on 8 CPUs): "
-              + ", ".join(f"{t} thread(s) {20.9 / b[t]['median_ms']:.1f}x faster than the seeds' 1 CPU, "
+        print(f"\nball_through_smoke vs the articles' simulation update (20.9 ms on 1 CPU, 6.3 ms on 8 CPUs): "
+              + ", ".join(f"{t} thread(s) {20.9 / b[t]['median_ms']:.1f}x faster than the articles' 1 CPU, "
                           f"{6.3 / b[t]['median_ms']:.1f}x faster than their 8 CPUs" for t in ts))
     # phase breakdown
     phase_names = [k for k in next(iter(results_ok.values()))["threads"][ts[0]]["phases_ms"] if k != "total"]

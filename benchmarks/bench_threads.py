@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Per-phase speed-up from 1 to 2 threads on the seeds' scenes, each phase alone
+"""Per-phase speed-up from 1 to 2 threads on the articles' scenes, each phase alone
 (``Sim.overlap = 0``), measured on identical work and robust to a noisy second CPU.
 
 Each scene is warmed up as in ``bench_scenes.py`` and saved; hot_ball is saved at several
