@@ -263,6 +263,18 @@ def test_out_holds_a_record_and_the_final_state(tmp_path):
     assert not [n for n in os.listdir(tmp_path / "runs") if n.startswith(".tmp")]
 
 
+def test_public_names_have_docstrings():
+    import inspect
+    for name in vp.sweep.__all__:
+        obj = getattr(vp.sweep, name)
+        if callable(obj):
+            assert inspect.getdoc(obj), name
+            for attr in [a for a in vars(obj) if not a.startswith("_")] if inspect.isclass(obj) else []:
+                if callable(getattr(obj, attr)):
+                    assert inspect.getdoc(getattr(obj, attr)), f"{name}.{attr}"
+    assert "sweep" in inspect.getdoc(vp.sweep)
+
+
 def test_import_vortonpy_does_not_import_dask():
     code = ("import sys, vortonpy as vp; assert 'dask' not in sys.modules and 'pandas' not in sys.modules; "
             "assert callable(vp.sweep) and vp.sweep.sweep is not None; "
@@ -327,3 +339,17 @@ def test_command_line_sweep_rejects_a_bad_file(tmp_path, capsys, monkeypatch):
     assert "unknown keys ['colour']" in capsys.readouterr().err
     assert cli.main(["sweep", str(tmp_path / "missing.toml")]) == cli.EXIT_USAGE
     assert "no such file" in capsys.readouterr().err
+
+
+def test_a_sweep_file_may_name_a_scene_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    vp.scenes.to_toml("ball_through_smoke", "ball.toml", vortons=64, tracers=0)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "visc.toml").write_text('scene = "../ball.toml"\nframes = 5\nmeasures = ["ball"]\n'
+                                                 'client = "serial"\n[grid]\nviscosity = [0.005, 0.02]\n')
+    assert cli.main(["sweep", "sub/visc.toml"]) == cli.EXIT_OK
+    df = pd.read_csv(tmp_path / "out" / "visc" / "results.csv")
+    assert df["status"].tolist() == ["ok", "ok"] and df["seed"].tolist() == [0, 0]
+    sim = vp.scenes.from_toml("ball.toml", viscosity=0.02, threads=1)
+    sim.step(5)
+    assert df["ball_x"][1] == pytest.approx(sim.bodies[0].position[0], rel=1e-15)

@@ -158,6 +158,9 @@ def _seed_default(f):
     sig = _signature(f)
     if sig is None:
         return False, None
+    own = getattr(f, "default_seed", None)  # a SceneSpec: its file's seed
+    if isinstance(own, int) and not isinstance(own, bool):
+        return True, own
     p = sig.parameters.get("seed")
     if p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
         d = p.default
@@ -605,6 +608,7 @@ class BallDrag:
         self._hist = None
 
     def sample(self, sim) -> None:
+        """Record the body's state (called by the sweep as the run goes)."""
         if self._hist is None:
             from .plot import History
             self._hist = History(diagnostics=False)
@@ -657,6 +661,7 @@ class MsPerFrame:
         self._t0 = self._f0 = None
 
     def sample(self, sim) -> None:
+        """Note the clock at the first sample (called by the sweep as the run goes)."""
         if self._t0 is None:
             self._t0, self._f0 = time.perf_counter(), sim.frame
 
@@ -699,6 +704,8 @@ class SceneSpec:
         from .scene_files import read_toml as read_scene
         self.path = os.fspath(path)
         self.spec = read_scene(self.path)
+        #: the seed a run gets when the sweep passes none: the file's
+        self.default_seed = int(self.spec.get("seed", 0))
         text = json.dumps(self.spec, sort_keys=True, default=repr)
         self.sweep_key = f"scene file {self.spec['name']} {hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
@@ -742,7 +749,8 @@ def read_toml(path) -> Dict[str, Any]:
         speed = [2.0, 4.0, 8.0]
         viscosity = [0.005, 0.01]
 
-    ``[[runs]]`` tables, one per run, may replace ``[grid]``.
+    ``[[runs]]`` tables, one per run, may replace ``[grid]``.  A scene file is found relative
+    to the sweep file; ``out`` and ``results`` are relative to the current directory.
     """
     if sys.version_info >= (3, 11):
         import tomllib as toml
