@@ -62,7 +62,8 @@ def main(argv=None) -> int:
                 t = time.perf_counter()
                 if which == "A":
                     tables[which] = vp.sweep(vp.scenes.hot_ball, GRID, frames=args.frames, client=client,
-                                             seeds=args.seeds, threads_per_run=1, measure=vp.sweep.Diagnostics(["vortons"]))
+                                             seeds=args.seeds, threads_per_run=1,
+                                             measure=vp.sweep.Diagnostics(["vortons"]))
                 else:
                     tables[which] = vp.sweep(vp.scenes.hot_ball, GRID, frames=args.frames, client="serial",
                                              seeds=args.seeds, threads_per_run=args.workers,

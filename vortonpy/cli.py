@@ -334,6 +334,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
+    """``vortonpy sweep FILE.toml``: run the sweep (vortonpy.sweep.run_toml) and write its table."""
     try:
         from . import sweep as sw
         results, used = sw.run_toml(args.file, frames=args.frames, out=args.out, results=args.results,
@@ -346,6 +347,9 @@ def _cmd_sweep(args) -> int:
     except (ImportError, TypeError, ValueError) as e:
         print(f"vortonpy: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("vortonpy: interrupted; the runs that finished are kept: the same command resumes", file=sys.stderr)
+        return EXIT_SIM_FAILED
     bad = results[results["status"] != "ok"]
     print(f"vortonpy: {len(results)} runs, {len(bad)} not ok; wrote {path} (per-run results in {used['out']})",
           file=sys.stderr)

@@ -34,13 +34,12 @@ import hashlib
 import inspect
 import itertools
 import json
-import math
 import os
 import sys
 import tempfile
 import time
 import types
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -351,7 +350,7 @@ def sweep(make_sim: Callable[..., Any], grid, frames: int = 300, measure=None, *
     always are; Dask sends lambdas and notebook functions by value).
 
     ``grid``: a dict of lists, whose full product is run (``{"speed": [2, 4], "viscosity":
-    [0.005, 0.01]}``: four runs), or a list of dicts, one per run.
+    [0.005, 0.01]}``: four runs), or a list of dicts, one per run; a run listed twice runs once.
 
     ``measure``: a function of the finished ``Sim`` returning a dict of numbers (or lists of
     numbers), e.g. ``lambda sim: {"x": sim.bodies[0].position[0]}``, or a list of them, whose
@@ -401,8 +400,8 @@ def sweep(make_sim: Callable[..., Any], grid, frames: int = 300, measure=None, *
             or threads_per_run < 1:
         raise ValueError(f"threads_per_run must be a positive integer, got {threads_per_run!r}")
     threads_per_run = int(threads_per_run)
-    if measure_every is not None and (isinstance(measure_every, bool) or not isinstance(measure_every, (int, np.integer))
-                                      or measure_every < 1):
+    if measure_every is not None and (isinstance(measure_every, bool)
+                                      or not isinstance(measure_every, (int, np.integer)) or measure_every < 1):
         raise ValueError(f"measure_every must be a positive integer or None, got {measure_every!r}")
     measure_every = None if measure_every is None else int(measure_every)
     if workers is not None and (not isinstance(workers, (int, np.integer)) or workers < 1):
