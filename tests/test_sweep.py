@@ -181,6 +181,14 @@ def test_cluster_equals_serial(client, serial, tmp_path):
     assert hosts <= set(client.scheduler_info()["workers"]) and hosts  # ran on the workers
 
 
+def test_a_scheduler_address_is_a_client(client, serial, capsys):
+    df = vp.sweep(small, {"speed": [5.0], "viscosity": [0.01]}, frames=FRAMES, measure=MEASURE,
+                  client=client.scheduler.address, progress=True)
+    same(df, serial[(serial.speed == 5.0) & (serial.viscosity == 0.01)])
+    err = capsys.readouterr().err
+    assert "on 2 Dask workers; dashboard: http" in err and "1/1" in err  # the link and the bar
+
+
 def test_a_killed_worker_is_replaced_and_its_run_retried(client, serial, tmp_path):
     pids = set(client.run(os.getpid).values())
     killed = []
