@@ -25,4 +25,12 @@ has_openmp = _core.has_openmp()
 direct_velocity = _core.direct_velocity
 
 __all__ = ["Sim", "RigidBody", "Vortons", "Tracers", "scenes", "plot", "animate", "direct_velocity",
-           "has_openmp", "__version__"]
+           "has_openmp", "sweep", "__version__"]
+
+
+def __getattr__(name):
+    # vp.sweep (parameter sweeps on Dask) is imported on first use: `import vortonpy` stays light
+    if name == "sweep":
+        import importlib
+        return importlib.import_module(".sweep", __name__)
+    raise AttributeError(f"module 'vortonpy' has no attribute {name!r}")

@@ -4,6 +4,7 @@
     python -m vortonpy run ball_through_smoke                      # -> out/ball_through_smoke/
     python -m vortonpy run dye_drop --frames 200 --format gif --set deviation=2 --threads 2
     python -m vortonpy run my_scene.toml --export ply,vtk --export-every 10
+    python -m vortonpy sweep drag.toml                             # a parameter sweep (vortonpy.sweep)
 
 ``vortonpy`` (the console script) is the same as ``python -m vortonpy``.
 """
@@ -115,7 +116,28 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--export-every", type=int, default=10, metavar="K", help="steps between exported frames")
     r.add_argument("--progress", dest="progress", action="store_true", default=None, help="force a progress bar")
     r.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    _add_sweep_parser(sub)
     return p
+
+
+def _add_sweep_parser(sub) -> None:
+    s = sub.add_parser("sweep", help="run a parameter sweep described in a TOML file (on Dask)",
+                       description="Run the sweep FILE.toml describes (a scene, a grid of parameters, frames and "
+                                   "measures; see vortonpy.sweep.read_toml), on a Dask LocalCluster unless --client "
+                                   "says otherwise, and write one row per run to a CSV or Parquet table. Each run's "
+                                   "result is kept under --out as it finishes: running it again resumes. "
+                                   "Needs: pip install \"vortonpy[sweep]\".")
+    s.add_argument("file", metavar="FILE.toml", help="the sweep file")
+    s.add_argument("--frames", type=int, default=None, help="frames each run steps (default: the file's)")
+    s.add_argument("--out", default=None, help="folder of per-run results (default: the file's out, else out/NAME)")
+    s.add_argument("--results", default=None, help="table to write, .csv or .parquet (default OUT/results.csv)")
+    s.add_argument("--client", default=None, help="Dask scheduler address (tcp://host:8786) or 'serial' "
+                                                   "(default: a LocalCluster on this machine)")
+    s.add_argument("--workers", type=int, default=None, help="LocalCluster workers (default cores // threads per run)")
+    s.add_argument("--threads-per-run", type=int, default=None, help="OpenMP threads of each run (default 1)")
+    s.add_argument("--retry-failed", action="store_true", help="run again the runs that failed before")
+    s.add_argument("--progress", dest="progress", action="store_true", default=None, help="force a progress bar")
+    s.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
 
 
 def _load_scene(spec: str, overrides: Dict[str, Any]):
@@ -311,6 +333,32 @@ def _cmd_run(args) -> int:
     return EXIT_SIM_FAILED if error else EXIT_OK
 
 
+def _cmd_sweep(args) -> int:
+    """``vortonpy sweep FILE.toml``: run the sweep (vortonpy.sweep.run_toml) and write its table."""
+    try:
+        from . import sweep as sw
+        results, used = sw.run_toml(args.file, frames=args.frames, out=args.out, results=args.results,
+                                    client=args.client, workers=args.workers, threads_per_run=args.threads_per_run,
+                                    retry_failed=args.retry_failed or None, progress=args.progress)
+        path = sw.write_table(results, used["results"])
+    except FileNotFoundError as e:
+        print(f"vortonpy: error: {e.filename or args.file}: no such file", file=sys.stderr)
+        return EXIT_USAGE
+    except (ImportError, TypeError, ValueError) as e:
+        print(f"vortonpy: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("vortonpy: interrupted; the runs that finished are kept: the same command resumes", file=sys.stderr)
+        return EXIT_SIM_FAILED
+    bad = results[results["status"] != "ok"]
+    print(f"vortonpy: {len(results)} runs, {len(bad)} not ok; wrote {path} (per-run results in {used['out']})",
+          file=sys.stderr)
+    for _, row in bad.iterrows():
+        params = {k: row[k] for k in results.columns[:list(results.columns).index("seed")]}
+        print(f"  {row['status']}: {params}: {row['error']}", file=sys.stderr)
+    return EXIT_SIM_FAILED if len(bad) else EXIT_OK
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of ``python -m vortonpy`` and the ``vortonpy`` script; returns the exit code
     (0 success, 2 bad usage, 3 the simulation failed part-way; what it recorded is still written)."""
@@ -323,6 +371,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _cmd_list()
     if args.command == "run":
         return _cmd_run(args)
+    if args.command == "sweep":
+        return _cmd_sweep(args)
     parser.print_help()
     return EXIT_USAGE
 
