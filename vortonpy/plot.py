@@ -571,7 +571,7 @@ def drag_speed_panel(ax, dd: DragData, reference: bool = True, reference_cd: Opt
             ax.plot(tx, _fit_curve(dd, tx)[1], "--", color=_FIT_COLOR, lw=1.0, label="the same law, extrapolated")
         how = (f"within {100 * dd.tolerance:g}% of the speed" if fit["within_tolerance"]
                else f"no stretch fits within {100 * dd.tolerance:g}%; max error {100 * fit['max_error']:.0f}%")
-        lines.append(f"fit: t = {fit['t0']:.2f}-{fit['t1']:.2f}, Cd = {fit['cd']:.3g} ({how})")
+        lines.append(f"fitted over t = {fit['t0']:.2f}-{fit['t1']:.2f} ({how}): Cd = {fit['cd']:.3g}")
     else:
         lines.append("fit: not enough samples")
     if reference and dd.viscosity > 0 and np.isfinite(dd.v0) and np.isfinite(fit["t0"]):
@@ -687,7 +687,8 @@ def drag_curve(data, body: int = 0, radius: Optional[float] = None, mass: Option
 
 def motion(history: History, body: int = 0, ax=None):
     """A body's motion against time: position components, velocity (|v| and components) and
-    angular velocity (|W| and components), and its temperature when that changes.  Without
+    angular velocity (|W| and components), and its temperature when that changes by more than
+    1e-4 of its value.  Without
     ``ax`` a Figure with one panel per quantity; with ``ax`` (a sequence of Axes, one per panel)
     draws into those.  Needs a :class:`History` (a ``Sim`` is refused with a note on recording
     one)."""
@@ -699,7 +700,8 @@ def motion(history: History, body: int = 0, ax=None):
     vel = history.body_velocity[body]
     w = history.body_angular_velocity[body]
     temp = history.body_temperature[body]
-    show_temp = bool(np.nanmax(temp) - np.nanmin(temp) > 1e-12) if len(temp) else False
+    # a temperature panel only where the body's temperature changes visibly (1e-4 of its value)
+    show_temp = bool(np.nanmax(temp) - np.nanmin(temp) > 1e-4 * np.nanmax(np.abs(temp))) if len(temp) else False
     n = 4 if show_temp else 3
     if ax is None:
         fig = _new_figure((7.0, 1.9 * n + 0.6))
@@ -785,7 +787,9 @@ def tracers(sim, color: Optional[str] = "density", view: str = "xz", ax=None, s:
     last advection), ``"age"``, an (N,) array, or None for plain smoke; a colouring that is the
     same for every tracer draws plain smoke and says so in the title.  ``view``: ``"xz"``,
     ``"xy"``, ``"yz"`` (horizontal, vertical axes) or ``"3d"``.  At most ``max_points`` tracers
-    are drawn (a fixed random subset).  Bodies are drawn as circles (spheres in 3D).
+    are drawn (a fixed random subset).  The colour range covers the middle 98% of the values
+    (symmetric about 0 for density); the colour bar's arrows mark values beyond it.  Bodies are
+    drawn as circles (spheres in 3D).
     ``bounds=(h0, h1, v0, v1)`` sets the view limits (default: the tracers and bodies); the
     figure is sized to them.  Returns the Figure.
     """
@@ -806,9 +810,19 @@ def tracers(sim, color: Optional[str] = "density", view: str = "xz", ax=None, s:
         s = float(np.clip(20000.0 / max(len(p), 1), 0.15, 6.0))
     cmap = cmap or _default_cmap(color)
     vmin = vmax = None
-    if c is not None and len(c) and color == "density":
-        m = float(np.max(np.abs(c))) or 1.0
-        vmin, vmax = -m, m
+    extend = "neither"
+    if c is not None and len(c):
+        # the colour range covers 98% of the tracers, so that a few outliers do not wash out the rest
+        finite = c[np.isfinite(c)]
+        if color == "density":
+            m = float(np.percentile(np.abs(finite), 99)) or float(np.max(np.abs(finite))) or 1.0
+            vmin, vmax = -m, m
+        else:
+            vmin, vmax = (float(x) for x in np.percentile(finite, [1, 99]))
+            if vmax <= vmin:
+                vmin, vmax = float(finite.min()), float(finite.max())
+        below, above = bool(np.any(finite < vmin)), bool(np.any(finite > vmax))
+        extend = {(False, False): "neither", (True, False): "min", (False, True): "max"}.get((below, above), "both")
     own = ax is None
     cbar_kw: Dict[str, Any] = dict(shrink=0.8)
     if view == "3d":
@@ -850,7 +864,7 @@ def tracers(sim, color: Optional[str] = "density", view: str = "xz", ax=None, s:
         ax.set_xlim(extent[0], extent[1])
         ax.set_ylim(extent[2], extent[3])
     if c is not None and colorbar:
-        fig.colorbar(sc, ax=ax, label=label, **cbar_kw)
+        fig.colorbar(sc, ax=ax, label=label, extend=extend, **cbar_kw)
     shown = f" ({len(p)} shown)" if len(p) < n else ""
     ax.set_title(f"{n} tracers{shown} at t = {sim.time:.3g}{note}", fontsize=10)
     if own:
