@@ -400,11 +400,18 @@ def sphere_speed(time, v0: float, radius: float, mass: float, rho0: float, visco
     t = np.asarray(time, dtype=float).ravel()
     if not (viscosity > 0 and radius > 0 and mass > 0 and rho0 > 0 and v0 > 0):
         raise ValueError("sphere_speed needs positive v0, radius, mass, rho0 and viscosity")
+    if law not in ("auto", "schiller-naumann", "brown-lawler"):
+        raise ValueError(f"law must be 'auto', 'schiller-naumann' or 'brown-lawler', got {law!r}")
     m_eff = mass + added_mass * rho0 * 4.0 / 3.0 * math.pi * radius ** 3
-    area = math.pi * radius ** 2
+    k = 0.5 * rho0 * math.pi * radius ** 2 / m_eff
 
-    def accel(v):
-        return -0.5 * rho0 * sphere_drag_coefficient(max(2 * radius * v / viscosity, 1e-12), law) * area * v * v / m_eff
+    def accel(v):  # scalar arithmetic: thousands of calls, NumPy's per-call cost would dominate
+        re = max(2.0 * radius * v / viscosity, 1e-12)
+        if law == "schiller-naumann" or (law == "auto" and re <= 800.0):
+            cd = 24.0 / re * (1.0 + 0.15 * re ** 0.687)
+        else:
+            cd = 24.0 / re * (1.0 + 0.150 * re ** 0.681) + 0.407 / (1.0 + 8710.0 / re)
+        return -k * cd * v * v
 
     out = np.empty(len(t))
     v = float(v0)
