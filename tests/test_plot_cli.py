@@ -189,7 +189,7 @@ def test_drag_curve_starts_at_the_data_and_labels_the_window_and_the_coast(tmp_p
 
 
 def test_sphere_drag_coefficient_matches_the_standard_curve():
-    """The values physics.md quotes for a sphere: Cd 2.6 at Re 20, 1.09 at 100, 0.65-0.68 at
+    """The standard sphere drag curve's values: Cd 2.6 at Re 20, 1.09 at 100, 0.65-0.68 at
     300, 0.44-0.47 at 1000 (Brown and Lawler above Re 800)."""
     cd = plot.sphere_drag_coefficient
     assert cd(20) == pytest.approx(2.6, abs=0.05)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 

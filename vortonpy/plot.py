@@ -26,7 +26,7 @@ figure made here says so once, under its panels.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -35,7 +35,7 @@ __all__ = ["History", "fit_drag", "drag_fit_window", "DragData", "drag_data", "d
            "tracers", "vorticity_field", "vorticity_slice", "diagnostics", "EXPERIMENTAL_SPHERE_CD", "VIEWS",
            "view_axes", "UNITS_NOTE"]
 
-#: The experimental drag coefficient of a sphere for Re 1e3 - 1e5 (physics.md section 4).
+#: The experimental drag coefficient of a sphere for Re 1e3 - 1e5 (the standard drag curve's plateau).
 EXPERIMENTAL_SPHERE_CD = (0.4, 0.5)
 
 #: The note under every figure made here: the units its axis labels refer to.
@@ -284,7 +284,7 @@ class History:
 # --------------------------------------------------------------------------------- drag
 def fit_drag(time, speed, radius: float, mass: float, rho0: float = 1.0, mask=None,
              viscosity: Optional[float] = None, anchor: bool = False) -> Dict[str, float]:
-    """Fit the quadratic drag law to a body's speed history (physics.md section 4).
+    """Fit the quadratic drag law to a body's speed history.
 
     Under quadratic drag ``M dv/dt = -1/2 rho0 Cd pi R^2 v^2``, so ``1/v`` grows linearly:
     ``1/v(t) = intercept + slope t`` with ``slope = rho0 Cd pi R^2 / (2 M)``.  This fits that
@@ -372,9 +372,9 @@ def drag_fit_window(time, speed, mask=None, tolerance: float = 0.03, min_samples
 
 
 def sphere_drag_coefficient(reynolds, law: str = "auto"):
-    """Drag coefficient of a sphere in steady flow against the Reynolds number ``2 R U / nu``
-    (physics.md section 4): ``"schiller-naumann"`` ``24/Re (1 + 0.15 Re^0.687)`` (Re < 800),
-    ``"brown-lawler"`` (2003) ``24/Re (1 + 0.150 Re^0.681) + 0.407 / (1 + 8710/Re)`` (Re < 2e5),
+    """Drag coefficient of a sphere in steady flow against the Reynolds number ``2 R U / nu``:
+    ``"schiller-naumann"`` (1933) ``24/Re (1 + 0.15 Re^0.687)`` (Re < 800), ``"brown-lawler"``
+    (J. Environ. Eng. 129, 2003) ``24/Re (1 + 0.150 Re^0.681) + 0.407 / (1 + 8710/Re)`` (Re < 2e5),
     or ``"auto"``: Schiller-Naumann up to Re 800, Brown-Lawler above."""
     re = np.asarray(reynolds, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
