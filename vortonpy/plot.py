@@ -438,8 +438,8 @@ class DragData:
     Scalars: ``radius``, ``mass``, ``rho0``, ``viscosity`` (NaN when unknown), ``v0`` (the
     speed of the first fitted sample), ``reynolds0`` (``2 R v0 / viscosity``), ``tolerance``.
     ``fit``: the :func:`fit_drag` dict, with ``window`` ``"auto"`` or ``"given"`` and
-    ``within_tolerance`` (False when no stretch from launch follows quadratic drag and the
-    whole contact run was fitted instead).
+    ``within_tolerance`` (False when no stretch from launch follows quadratic drag, and every
+    sample in contact was fitted instead).
     """
 
     def __init__(self, **kw):
