@@ -119,6 +119,140 @@ def test_snapshot_plots(stepped, tmp_path):
         assert (tmp_path / f"p{i}.png").stat().st_size > 1000
 
 
+def test_history_plots_refuse_a_sim_and_say_how_to_record(stepped):
+    sim, hist = stepped
+    for func in (plot.diagnostics, plot.motion, plot.drag_curve):
+        with pytest.raises(TypeError, match=r"History.*sim\.step\(300, callback=hist\)"):
+            func(sim)
+    with pytest.raises(TypeError, match="needs a vortonpy.plot.History, got int"):
+        plot.diagnostics(3)
+    with pytest.raises(TypeError, match="History records a vortonpy.Sim, got History"):
+        plot.History().record(hist)
+
+
+def test_snapshot_plots_refuse_a_history(stepped):
+    _, hist = stepped
+    for func in (plot.tracers, plot.vorticity_slice, plot.vorticity_field):
+        with pytest.raises(TypeError, match="Pass the Sim"):
+            func(hist)
+    with pytest.raises(TypeError, match="needs a vortonpy.Sim, got str"):
+        plot.tracers("sim")
+
+
+def test_fit_drag_anchored_passes_through_the_first_sample():
+    k = 0.3
+    t, v = synthetic(k)
+    v = v * (1 + 0.01 * np.sin(40 * t))  # noise that a free intercept would follow
+    v[0] = 5.0
+    fit = plot.fit_drag(t, v, R, M, anchor=True)
+    assert fit["anchored"] and fit["intercept"] == pytest.approx(0.2, abs=1e-12)
+    assert fit["cd"] == pytest.approx(cd_of(k), rel=0.02)
+    assert fit["max_error"] < 0.02
+
+
+def test_drag_fit_window_stops_where_quadratic_drag_stops():
+    """Quadratic drag until t = 1, then coasting at constant speed: the window is the
+    quadratic stretch (to within the samples the 3% tolerance lets through), and a contact
+    mask that ends earlier ends it there."""
+    k = 0.3
+    t = np.linspace(0, 3, 301)
+    v = 1.0 / (0.2 + k * np.minimum(t, 1.0))
+    w = plot.drag_fit_window(t, v)
+    assert w[0] and w[90] and not w[200]
+    end = t[w][-1]
+    assert 1.0 <= end < 1.5
+    fit = plot.fit_drag(t, v, R, M, mask=w, anchor=True)
+    assert fit["cd"] == pytest.approx(cd_of(k), rel=0.05)
+    contact = t <= 0.5
+    assert t[plot.drag_fit_window(t, v, mask=contact)][-1] == pytest.approx(0.5)
+    assert not plot.drag_fit_window(t, -v).any()
+
+
+def test_drag_curve_starts_at_the_data_and_labels_the_window_and_the_coast(tmp_path):
+    """A ball through a short box of smoke leaves it within the run: the figure's fit starts at
+    the launch speed, and the fit window and the coasting stretch are labelled."""
+    sim = small_ball(box=(1.0, 0.5, 0.5), tracers=500)
+    hist = plot.History(sim)
+    sim.step(30, callback=hist, progress=False)
+    fig = plot.drag_curve(hist)
+    fit, dd = fig.drag_fit, fig.drag_data
+    assert 1.0 / fit["intercept"] == pytest.approx(5.0)
+    assert fit["t0"] == 0.0 and fit["window"] == "auto" and fit["reynolds"] == pytest.approx(200.0)
+    t_left = dd.left_fluid()
+    assert t_left is not None and fit["t1"] <= t_left
+    speed_after = dd.speed[dd.time > t_left + 2 * sim.dt]
+    assert np.ptp(speed_after) < 1e-9 * speed_after.max()
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert "fit\nwindow" in texts and "left the smoke" in texts and "Cd = " in texts
+    assert fig.axes[0].get_ylabel() == "speed |v| [L/T]" and fig.axes[-1].get_xlabel() == "time t [T]"
+    fig.savefig(tmp_path / "drag.png")
+
+
+def test_sphere_drag_coefficient_matches_the_standard_curve():
+    """The standard sphere drag curve's values: Cd 2.6 at Re 20, 1.09 at 100, 0.65-0.68 at
+    300, 0.44-0.47 at 1000 (Brown and Lawler above Re 800)."""
+    cd = plot.sphere_drag_coefficient
+    assert cd(20) == pytest.approx(2.6, abs=0.05)
+    assert cd(100) == pytest.approx(1.09, abs=0.01)
+    assert 0.65 <= cd(300, "brown-lawler") <= 0.68
+    assert 0.44 <= cd(1000) <= 0.47
+    with pytest.raises(ValueError, match="law must be"):
+        cd(100, "stokes")
+
+
+def test_sphere_speed_starts_with_the_drag_deceleration():
+    v0, nu = 5.0, 0.01
+    t = np.linspace(0, 1e-3, 3)
+    v = plot.sphere_speed(t, v0, R, M, RHO0, nu)
+    m_eff = M + 0.5 * RHO0 * 4 / 3 * math.pi * R ** 3
+    decel = 0.5 * RHO0 * plot.sphere_drag_coefficient(2 * R * v0 / nu) * math.pi * R ** 2 * v0 ** 2 / m_eff
+    assert (v0 - v[1]) / t[1] == pytest.approx(decel, rel=1e-3)
+    assert np.all(np.diff(plot.sphere_speed(np.linspace(0, 10, 50), v0, R, M, RHO0, nu)) < 0)
+
+
+def test_diagnostics_heat_per_part_and_constant_panels_named():
+    sim = vp.scenes.hot_ball(vortons=64, tracers=200, tracer_rate=100, vorton_rate=30)
+    hist = plot.History(sim)
+    sim.step(5, callback=hist, progress=False)
+    fig = plot.diagnostics(hist)
+    heat = [a for a in fig.axes if a.get_title().startswith("heat change")]
+    assert len(heat) == 1
+    lines = {ln.get_label(): ln.get_ydata() for ln in heat[0].lines}
+    assert set(lines) == {"fluid", "bodies", "total"}
+    assert lines["fluid"][0] == 0 and lines["fluid"][-1] > 0 and lines["bodies"][-1] < 0
+    assert lines["total"][-1] == pytest.approx(lines["fluid"][-1] + lines["bodies"][-1])
+    assert all(a.get_ylabel() for a in fig.axes)
+    assert "simulation units" in fig._supxlabel.get_text()
+
+
+def test_diagnostics_leaves_out_what_does_not_change(stepped):
+    _, hist = stepped  # a ball at ambient temperature: no heat moves
+    fig = plot.diagnostics(hist)
+    assert not any(a.get_title().startswith("heat") for a in fig.axes)
+    assert "unchanged, not drawn: heat" in fig._supxlabel.get_text()
+    with pytest.raises(ValueError, match="none of the keys"):
+        plot.diagnostics(hist, keys=("nonsense",))
+
+
+def test_snapshot_figures_fit_their_content(stepped):
+    """A long thin view gets a long thin figure, not a tall one with empty margins."""
+    sim, _ = stepped
+    w, h = plot.tracers(sim, view="xz").get_size_inches()
+    assert w / h > 2.0
+    w, h = plot.tracers(sim, view="yz").get_size_inches()
+    assert w / h < 2.0
+
+
+def test_renderer_fit_view_frames_the_present_state():
+    sim = small_ball(tracers=2000)
+    r = Renderer(sim, size=(160, 90), label=False)
+    wide = r.bounds
+    sim.tracers.position[:] *= 0.25
+    sim.bodies[0].position = (0.0, 0.0, 0.0)
+    r.fit_view(sim)
+    assert r.bounds[1] - r.bounds[0] < 0.5 * (wide[1] - wide[0])
+
+
 def test_vorticity_splat_matches_integral():
     """The splat is a normalised kernel: one vorton's field integrates (in 3D) to its strength."""
     sim = vp.Sim(gravity=(0, 0, 0))

@@ -1,7 +1,7 @@
-"""Render the README's pictures: one thumbnail per built-in scene (its state after the
-scene's default run) and the drag curve of ball-through-smoke.
+"""Render the gallery pictures: one still per built-in scene (its state after the scene's
+default run, framed on that state) and the drag curve of ball-through-smoke.
 
-    python tools/make_gallery.py [--frames N] [--out docs/images]
+    python tools/make_gallery.py [--frames N] [--out docs/images] [--scenes a,b]
 """
 import argparse
 import os
@@ -24,19 +24,16 @@ def main():
     for name in args.scenes.split(","):
         sim = vp.scenes.SCENES[name]()
         view, color = SCENE_VIEW.get(name, ("xz", "density"))
-        r = Renderer(sim, view=view, color=color, size=(320, 200), title=name)
         hist = vp.plot.History(sim) if name == "ball_through_smoke" else None
         n = args.frames or DEFAULT_FRAMES.get(name, 200)
-        for _ in range(n):
-            sim.step()
-            if hist is not None:
-                hist.record(sim)
-            if sim.frame % 10 == 0:
-                r.render(sim)  # lets the camera follow the scene as the animation would
+        sim.step(n, callback=hist, progress=False)
+        # a still is framed on the final state, with its own colour range, not on the union of
+        # every frame as an animation's camera is
+        r = Renderer(sim, view=view, color=color, size=(320, 200), title=name)
+        r.fit_view(sim)
         r.render(sim).save(os.path.join(args.out, f"{name}.png"))
         if hist is not None:
-            fig = vp.plot.drag_curve(hist)
-            fig.savefig(os.path.join(args.out, "drag_curve.png"), dpi=80)
+            vp.plot.drag_curve(hist).savefig(os.path.join(args.out, "drag_curve.png"), dpi=90)
         print(f"{name}: {n} steps, {len(sim.vortons)} vortons, {len(sim.tracers)} tracers")
 
 

@@ -15,8 +15,9 @@ are also reachable as its attributes.)
 """
 from __future__ import annotations
 
+import math
 import os
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
@@ -55,17 +56,20 @@ class Renderer:
     bodies *at construction*, padded 10% and widened to the image's aspect ratio (equal
     scales); with ``follow=True`` (the default when no ``bounds`` are given) the camera then
     widens, never narrows, whenever a body or the bulk of the smoke (its 0.5-99.5% quantiles)
-    would leave the picture, so nothing the scene is about drifts out of frame.  ``color``: ``"density"``,
+    would leave the picture, so nothing the scene is about drifts out of frame
+    (:meth:`fit_view` frames a still on the present state instead).  ``color``: ``"density"``,
     ``"temperature"``, ``"speed"``, ``"age"`` or None (white smoke); the colour range is fixed
     the first time the values are not all equal (before that, and for flows where they never
     differ, the smoke is white).  ``vrange=(lo, hi)`` fixes it explicitly.  ``exposure``
     scales the smoke's opacity; the reference density is set from the first frame.
+    ``legend`` draws a scale bar in simulation length units (L) and, for coloured smoke, the
+    colour key with its range.
     """
 
     def __init__(self, sim, view: str = "xz", color: Optional[str] = "density", size=(640, 360), bounds=None,
                  cmap: Optional[str] = None, exposure: float = 1.0, vrange=None, label: bool = True,
                  title: Optional[str] = None, background=(10, 12, 18), blur: bool = True,
-                 body_color=(235, 140, 60), follow: bool = True):
+                 body_color=(235, 140, 60), follow: bool = True, legend: bool = True):
         if view not in VIEWS:
             raise ValueError(f"view must be one of {sorted(VIEWS)}, got {view!r}")
         if color not in (None, "none", "smoke", "density", "temperature", "speed", "age"):
@@ -87,6 +91,7 @@ class Renderer:
         self.blur = blur
         self.body_color = tuple(body_color)
         self.follow = bool(follow) and bounds is None
+        self.legend = bool(legend)
         self.bounds = tuple(map(float, bounds)) if bounds is not None else self._auto_bounds(sim)
         self._ref: Optional[float] = None
         self._font = None
@@ -112,6 +117,11 @@ class Renderer:
         pad = 0.1 * span.max()
         lo, hi = lo - pad, hi + pad
         return self._fit_aspect(lo, hi)
+
+    def fit_view(self, sim) -> None:
+        """Frame the view on the present state (the bulk of the smoke and the bodies, padded),
+        e.g. for a still after a run; the colour range and exposure are kept."""
+        self.bounds = self._auto_bounds(sim, robust=True)
 
     def _fit_aspect(self, lo, hi):
         """(h0, h1, v0, v1) covering [lo, hi], the narrower direction widened to the image's
@@ -221,7 +231,37 @@ class Renderer:
             if self.title:
                 text = f"{self.title}   {text}"
             draw.text((8, 6), text, fill=(230, 230, 230), font=self._get_font())
+        if self.legend:
+            self._draw_legend(draw, scale)
         return im
+
+    def _draw_legend(self, draw, scale: float) -> None:
+        """A scale bar (bottom left, in simulation length units L) and, for coloured smoke, the
+        colour key with its range (bottom right): what a still needs to be read on its own."""
+        w, h = self.size
+        font = self._get_font()
+        grey = (200, 200, 200)
+        fs = getattr(font, "size", 10)
+        target = 0.18 * w / scale  # about a sixth of the picture, rounded to 1, 2 or 5 x 10^k
+        mag = 10.0 ** math.floor(math.log10(target))
+        length = max(m * mag for m in (1, 2, 5) if m * mag <= target)
+        px = length * scale
+        x0, y0 = 10, h - 8
+        draw.line((x0, y0, x0 + px, y0), fill=grey, width=2)
+        draw.line((x0, y0 - 3, x0, y0 + 1), fill=grey, width=1)
+        draw.line((x0 + px, y0 - 3, x0 + px, y0 + 1), fill=grey, width=1)
+        draw.text((x0, y0 - 5 - fs), f"{length:g} L", fill=grey, font=font)
+        if self.color is None or self.vrange is None:
+            return
+        lo, hi = self.vrange
+        bw, bh = max(40, w // 6), 5
+        bx, by = w - bw - 10, h - 8 - bh
+        ramp = self.cmap(np.linspace(0.0, 1.0, bw), bytes=True)[:, :3]
+        for i in range(bw):
+            draw.line((bx + i, by, bx + i, by + bh), fill=tuple(int(c) for c in ramp[i]))
+        text = f"{self.color} {lo:.2g} .. {hi:.2g}"
+        tw = draw.textlength(text, font=font) if hasattr(draw, "textlength") else 6 * len(text)
+        draw.text((w - 10 - tw, by - 3 - fs), text, fill=grey, font=font)
 
     def _get_font(self):
         if self._font is None:
