@@ -181,8 +181,9 @@ static PyArrayObject *as_rows(PyObject *obj, const char *name, int width, npy_in
                 PyErr_Format(PyExc_ValueError, "%s must have shape (%zd, %d) (a row per particle), got shape %R", name,
                              (Py_ssize_t)*n_io, width, got);
             else if (*n_io >= 0)
-                PyErr_Format(PyExc_ValueError, "%s must be a scalar or have shape (%zd,) (one per particle), got shape %R",
-                             name, (Py_ssize_t)*n_io, got);
+                PyErr_Format(PyExc_ValueError,
+                             "%s must be a scalar or have shape (%zd,) (one per particle), got shape %R", name,
+                             (Py_ssize_t)*n_io, got);
             else if (width > 0)
                 PyErr_Format(PyExc_ValueError, "%s must have shape (N, %d), got shape %R", name, width, got);
             else
@@ -433,7 +434,8 @@ static int set_param(vp_params *p, const vp_param_info *pi, PyObject *val)
         return 0;
     }
     case VP_PARAM_BOOL:
-        if (!(PyBool_Check(val) || PyLong_Check(val) || PyArray_IsScalar(val, Bool) || PyArray_IsScalar(val, Integer))) {
+        if (!(PyBool_Check(val) || PyLong_Check(val) || PyArray_IsScalar(val, Bool) ||
+              PyArray_IsScalar(val, Integer))) {
             PyErr_Format(PyExc_TypeError, "%s must be a bool (True or False; 1 or 0 also do), got %R", pi->name, val);
             return -1;
         } else {
@@ -1047,14 +1049,15 @@ static PyMethodDef Sim_methods[] = {
      "sim's solver (the tree for 'tree' and 'poisson'), not interpolated from the grid; finite at any "
      "finite point (beyond 1e4 times the vortons' cloud size, the tree's root expansion in float64)."},
     {"update_velocity_grid", (PyCFunction)Sim_update_velocity_grid, METH_NOARGS,
-     "Recompute the domain grid and the velocity on it from the current vortons."},
+     "update_velocity_grid()\n--\n\nRecompute the domain grid and the velocity on it from the current vortons."},
     {"remesh", (PyCFunction)Sim_remesh, METH_NOARGS,
      "remesh()\n--\n\nRedistribute the vortons onto a regular lattice now (M4' kernel; see the "
      "remesh_interval parameter, which does it every few frames).  Conserves circulation, linear and "
      "angular impulse and density mass, up to the nodes dropped below remesh_threshold.  Views "
      "taken before are detached."},
     {"collide", (PyCFunction)Sim_collide, METH_NOARGS,
-     "Apply the fluid-body boundary conditions now (ejection, vorticity assignment, momentum and heat hand-over)."},
+     "collide()\n--\n\nApply the fluid-body boundary conditions now (ejection, vorticity assignment, momentum and "
+     "heat hand-over)."},
     {"grid", (PyCFunction)Sim_grid, METH_NOARGS, "grid()\n--\n\nThe last step's grid: origin, spacing, shape (z, y, x), velocity and density copies."},
     {"_grid_spacing", (PyCFunction)Sim_grid_spacing, METH_NOARGS, "_grid_spacing(): the last solved grid's spacing, 0 before any"},
     {"_diagnostics", (PyCFunction)Sim_diagnostics_c, METH_VARARGS, "_diagnostics(origin=None)"},

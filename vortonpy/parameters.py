@@ -48,7 +48,8 @@ class Parameter:
 
     @property
     def range(self) -> str:
-        """The valid values in words: ``"> 0"``, ``"[0, 1]"``, ``"'direct', 'tree', ... or 'auto'"``, ``"True/False"``."""
+        """The valid values in words: ``"> 0"``, ``"[0, 1]"``, ``"'direct', 'tree', ... or 'auto'"``,
+        ``"True/False"``."""
         if self.type == "bool":
             return "True/False"
         if self.type == "enum":
