@@ -40,21 +40,28 @@ static int refuse(const vp_param_info *pi, const char *rule, double v, char *why
     return VP_ERR_VALUE;
 }
 
+/* The valid values of pi in words: "> 0", "in [0, 1]", "0 or 1 (false or true)", ... */
+static void range_words(const vp_param_info *pi, char *rule, size_t n)
+{
+    int open = pi->flags & VP_PARAM_MIN_OPEN;
+    if (pi->type == VP_PARAM_BOOL) snprintf(rule, n, "0 or 1 (false or true)");
+    else if (pi->type == VP_PARAM_ENUM) snprintf(rule, n, "one of %s (0 to %.0f)", pi->choices, pi->max);
+    else if (isinf(pi->max)) snprintf(rule, n, "%s %.6g", open ? ">" : ">=", pi->min);
+    else snprintf(rule, n, "in %s%.6g, %.6g]", open ? "(" : "[", pi->min, pi->max);
+}
+
 int vp_param_check_value(const vp_param_info *pi, double v, char *why, size_t n)
 {
-    char rule[160];
-    if (!isfinite(v)) return refuse(pi, "finite", v, why, n);
-    if (pi->type == VP_PARAM_VEC3) return VP_OK;
+    char rule[160], finite[200];
+    if (pi->type == VP_PARAM_VEC3) return isfinite(v) ? VP_OK : refuse(pi, "finite", v, why, n);
+    range_words(pi, rule, sizeof rule);
+    if (!isfinite(v)) {
+        snprintf(finite, sizeof finite, "finite and %s", rule);
+        return refuse(pi, finite, v, why, n);
+    }
     if (pi->type != VP_PARAM_DOUBLE && v != floor(v)) return refuse(pi, "a whole number", v, why, n);
     int open = pi->flags & VP_PARAM_MIN_OPEN;
     if ((open ? v > pi->min : v >= pi->min) && v <= pi->max) return VP_OK;
-    if (pi->type == VP_PARAM_BOOL) return refuse(pi, "0 or 1 (false or true)", v, why, n);
-    if (pi->type == VP_PARAM_ENUM) {
-        snprintf(rule, sizeof rule, "one of %s (0 to %.0f)", pi->choices, pi->max);
-        return refuse(pi, rule, v, why, n);
-    }
-    if (isinf(pi->max)) snprintf(rule, sizeof rule, "%s %.6g", open ? ">" : ">=", pi->min);
-    else snprintf(rule, sizeof rule, "in %s%.6g, %.6g]", open ? "(" : "[", pi->min, pi->max);
     return refuse(pi, rule, v, why, n);
 }
 

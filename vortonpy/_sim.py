@@ -385,9 +385,10 @@ class Sim(_core.Sim):
         path = os.fspath(path)
         what = f"{path} is not a vortonpy state file (one written by Sim.save)"
         try:
-            with np.load(path, allow_pickle=False) as z:
-                if not hasattr(z, "files"):
-                    raise ValueError("a single array, not an .npz archive")
+            z = np.load(path, allow_pickle=False)
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise ValueError("it holds a single array, not an .npz archive")
+            with z:
                 data = {k: z[k] for k in z.files}
         except FileNotFoundError:
             raise

@@ -236,6 +236,7 @@ def _setup_run(sub) -> None:
     r.add_argument("--format", choices=("mp4", "gif"), default="mp4",
                    help="animation format (default mp4; falls back to gif when ffmpeg does not work)")
     r.add_argument("--no-animation", action="store_true", help="only simulate, plot and summarise")
+    r.add_argument("--no-plots", action="store_true", help="write no plots (the animation and summary.json only)")
     r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a scene or Sim parameter (see 'vortonpy params SCENE'), e.g. --set viscosity=0.02 "
                         "(repeatable)")
@@ -365,7 +366,30 @@ def _cmd_run(args) -> int:
         sim_ms_per_frame=float(np.nanmean(hist.step_ms[1:])) if done else None,
         animation=os.path.basename(anim_path) if anim_path and os.path.exists(anim_path) else None,
         error=error)
-    plots = {}
+    summary["plots"] = {} if args.no_plots else _write_plots(sim, hist, name, out, view, color, done, summary, log)
+    try:
+        diag = sim.diagnostics()
+    except Exception as e:
+        diag = {"error": str(e)}
+    summary["final_diagnostics"] = diag
+    summary["bodies"] = [dict(position=b.position, velocity=b.velocity, angular_velocity=b.angular_velocity,
+                              temperature=b.temperature, radius=b.radius, mass=b.mass, fixed=b.fixed)
+                         for b in sim.bodies]
+    if exported:
+        summary["exported_files"] = len(exported)
+    with open(os.path.join(out, "summary.json"), "w") as fh:
+        json.dump(_json_safe(summary), fh, indent=2)
+    msg = f"vortonpy: {done} frames in {wall:.1f} s ({summary['ms_per_frame'] or float('nan'):.1f} ms/frame)"
+    if "cd" in summary:
+        msg += f", fitted Cd = {summary['cd']:.3g}"
+    print(msg + f"; wrote {out}", file=log)
+    return EXIT_SIM_FAILED if error else EXIT_OK
+
+
+def _write_plots(sim, hist, name, out, view, color, done, summary, log) -> Dict[str, str]:
+    """The run's figures into out; returns {kind: file}.  The drag fit goes into summary."""
+    from . import plot
+    plots: Dict[str, str] = {}
     free = [b for b, fixed in enumerate(hist.body_fixed) if not fixed]
     try:
         if free and done >= 1:
@@ -395,24 +419,7 @@ def _cmd_run(args) -> int:
     except Exception as e:  # a plot must not lose the run's summary
         summary["plot_error"] = f"{type(e).__name__}: {e}"
         print(f"vortonpy: plotting failed: {e}", file=log)
-    summary["plots"] = plots
-    try:
-        diag = sim.diagnostics()
-    except Exception as e:
-        diag = {"error": str(e)}
-    summary["final_diagnostics"] = diag
-    summary["bodies"] = [dict(position=b.position, velocity=b.velocity, angular_velocity=b.angular_velocity,
-                              temperature=b.temperature, radius=b.radius, mass=b.mass, fixed=b.fixed)
-                         for b in sim.bodies]
-    if exported:
-        summary["exported_files"] = len(exported)
-    with open(os.path.join(out, "summary.json"), "w") as fh:
-        json.dump(_json_safe(summary), fh, indent=2)
-    msg = f"vortonpy: {done} frames in {wall:.1f} s ({summary['ms_per_frame'] or float('nan'):.1f} ms/frame)"
-    if "cd" in summary:
-        msg += f", fitted Cd = {summary['cd']:.3g}"
-    print(msg + f"; wrote {out}", file=log)
-    return EXIT_SIM_FAILED if error else EXIT_OK
+    return plots
 
 
 def _usage(message) -> int:
