@@ -250,7 +250,7 @@ class Sim(_core.Sim):
         return self
 
     def diagnostics(self, origin=None) -> Dict[str, Any]:
-        """Conserved and monitored quantities (physics.md section 4).
+        """Conserved and monitored quantities of the flow and the bodies.
 
         ``circulation`` sum a_i (3,); ``linear_impulse`` 1/2 sum x x a (3,) and
         ``angular_impulse`` 1/3 sum x x (x x a) (3,), about ``origin`` (default 0) - the fluid's
@@ -308,8 +308,8 @@ class Sim(_core.Sim):
         old vorton ``order[i]``), as :meth:`sort_tracers` does for tracers.
 
         Stretching, buoyancy, advection and diffusion look the grid up at every vorton; in
-        random order each lookup lands on another cache line (a 1e5-vorton lattice in random
-        order stepped 1.17x slower than in grid order, stretching 2.6x).  Remeshing and
+        random order each lookup lands on another cache line, which slows large runs (see
+        ``benchmarks/README.md``).  Remeshing and
         ``scenes.lattice`` already produce grid order, so this is for vortons added in another
         order by a simulation that does not remesh.  The flow is the same up to rounding:
         sums over vortons are taken in the new order."""
@@ -332,7 +332,7 @@ class Sim(_core.Sim):
         return order
 
     def _first_cell_size(self) -> float:
-        """The grid spacing the domain phase will choose (physics.md 2.1: the vortons' box,
+        """The grid spacing the domain phase will choose (the vortons' box,
         padded by three radii, over grid_cells_per_vorton cells per vorton), or 0 without
         vortons.  Only an estimate for sorting: the domain phase also trims outliers and
         caps the node count."""
