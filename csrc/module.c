@@ -110,7 +110,9 @@ static int explain_setattr_failure(PyObject *self, PyObject *name)
     PyObject *hint = names ? did_you_mean(name, names) : NULL;
     Py_XDECREF(names);
     if (!hint) return -1;
-    PyErr_Format(PyExc_AttributeError, "%s has no attribute %R%U", _PyType_Name(Py_TYPE(self)), name, hint);
+    const char *dot = strrchr(Py_TYPE(self)->tp_name, '.');
+    PyErr_Format(PyExc_AttributeError, "%s has no attribute %R%U", dot ? dot + 1 : Py_TYPE(self)->tp_name, name,
+                 hint);
     Py_DECREF(hint);
     return -1;
 }
