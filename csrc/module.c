@@ -388,7 +388,7 @@ static PyObject *choice_list(const vp_param_info *pi)
     char buf[64];
     for (int i = 0; l && choice_name(pi, i, buf, sizeof buf) == 0; i++) {
         PyObject *u = PyUnicode_FromString(buf);
-        if (!u || PyList_Append(l, u) < 0) { Py_XDECREF(u); Py_CLEAR(l); }
+        if (!u || PyList_Append(l, u) < 0) Py_CLEAR(l);
         Py_XDECREF(u);
     }
     return l;
