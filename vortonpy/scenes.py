@@ -183,6 +183,7 @@ def scene(*, frames: int, view: str = "xz", color: str = "density", params: Dict
                 raise ValueError(f"{fn.__name__}({args_text}): {e}") from None
 
         def public_spec(*args, **kwargs) -> Dict[str, Any]:
+            """The scene dict these arguments give (what to_toml writes and build builds)."""
             return prepare(args, kwargs)[0]
 
         make.__signature__ = public
