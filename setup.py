@@ -18,7 +18,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 SOURCES = [
-    "csrc/module.c", "csrc/sim.c", "csrc/particles.c", "csrc/grid.c", "csrc/tree.c",
+    "csrc/module.c", "csrc/params.c", "csrc/sim.c", "csrc/particles.c", "csrc/grid.c", "csrc/tree.c",
     "csrc/poisson.c", "csrc/stretch.c", "csrc/diffuse.c", "csrc/buoyancy.c", "csrc/body.c",
     "csrc/contact.c", "csrc/remesh.c", "csrc/cpu.c",
     # the FFT lines (pocketfft's C++ header, vectorised across lines): the one C++ part

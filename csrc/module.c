@@ -32,15 +32,89 @@ static int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *value)
 #endif
 
 /* ------------------------------------------------------------------ status -> exception */
-static PyObject *raise_status(int st, const char *what)
+/* Raise the exception of C status st: "what: detail", detail the table's words if NULL. */
+static PyObject *raise_status_detail(int st, const char *what, const char *detail)
 {
-    switch (st) {
-    case VP_ERR_NOMEM: return PyErr_Format(PyExc_MemoryError, "%s: out of memory", what);
-    case VP_ERR_VALUE: return PyErr_Format(PyExc_ValueError, "%s: invalid value", what);
-    case VP_ERR_NONFINITE: return PyErr_Format(PyExc_FloatingPointError, "%s: non-finite value", what);
-    case VP_ERR_STATE: return PyErr_Format(PyExc_RuntimeError, "%s: not available in this state", what);
-    default: return PyErr_Format(PyExc_RuntimeError, "%s: error %d", what, st);
+    const struct { int status; PyObject *type; const char *words; } table[] = {
+        {VP_ERR_NOMEM, PyExc_MemoryError, "out of memory"},
+        {VP_ERR_VALUE, PyExc_ValueError, "invalid value"},
+        {VP_ERR_NONFINITE, PyExc_FloatingPointError, "non-finite value"},
+        {VP_ERR_STATE, PyExc_RuntimeError, "not available in this state"},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].status == st)
+            return PyErr_Format(table[i].type, "%s: %s", what, detail ? detail : table[i].words);
+    return PyErr_Format(PyExc_RuntimeError, "%s: error %d", what, st);
+}
+
+static PyObject *raise_status(int st, const char *what) { return raise_status_detail(st, what, NULL); }
+
+/* "; did you mean 'x'?" for the name among candidates (a list of str) closest to word
+ * (difflib), or "" when none is close; a new reference, NULL with an exception set. */
+static PyObject *did_you_mean(PyObject *word, PyObject *candidates)
+{
+    PyObject *difflib = PyImport_ImportModule("difflib");
+    if (!difflib) return NULL;
+    PyObject *close = PyObject_CallMethod(difflib, "get_close_matches", "OOi", word, candidates, 1);
+    Py_DECREF(difflib);
+    if (!close) return NULL;
+    PyObject *out = PyList_Check(close) && PyList_GET_SIZE(close) > 0
+                        ? PyUnicode_FromFormat("; did you mean %R?", PyList_GET_ITEM(close, 0))
+                        : PyUnicode_FromString("");
+    Py_DECREF(close);
+    return out;
+}
+
+/* The public names of type t (dir() without the _-prefixed), a new list. */
+static PyObject *public_names(PyTypeObject *t)
+{
+    PyObject *all = PyObject_Dir((PyObject *)t), *out = PyList_New(0);
+    if (!all || !out) goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all); i++) {
+        PyObject *n = PyList_GET_ITEM(all, i);
+        if (PyUnicode_Check(n) && PyUnicode_READ_CHAR(n, 0) != '_' && PyList_Append(out, n) < 0) goto fail;
     }
+    Py_DECREF(all);
+    return out;
+fail:
+    Py_XDECREF(all);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* TypeError for an unknown keyword argument `key` of `func`, suggesting the nearest of
+ * `names` (a list of str).  Returns -1. */
+static int unknown_keyword(const char *func, PyObject *key, PyObject *names)
+{
+    PyObject *hint = names ? did_you_mean(key, names) : NULL;
+    if (!hint) return -1;
+    PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R%U", func, key, hint);
+    Py_DECREF(hint);
+    return -1;
+}
+
+/* After a failed setattr on an instance of a type with fixed attributes: an AttributeError
+ * for a name the type does not have names the nearest one it has.  Returns -1. */
+static int explain_setattr_failure(PyObject *self, PyObject *name)
+{
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError) || !PyUnicode_Check(name)) return -1;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    int has = PyObject_HasAttr((PyObject *)Py_TYPE(self), name);
+    if (has) { /* a read-only attribute: its own message stands */
+        PyErr_Restore(type, value, tb);
+        return -1;
+    }
+    Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
+    PyObject *names = public_names(Py_TYPE(self));
+    PyObject *hint = names ? did_you_mean(name, names) : NULL;
+    Py_XDECREF(names);
+    if (!hint) return -1;
+    const char *dot = strrchr(Py_TYPE(self)->tp_name, '.');
+    PyErr_Format(PyExc_AttributeError, "%s has no attribute %R%U", dot ? dot + 1 : Py_TYPE(self)->tp_name, name,
+                 hint);
+    Py_DECREF(hint);
+    return -1;
 }
 
 static int default_threads(void)
@@ -53,6 +127,18 @@ static int default_threads(void)
 }
 
 /* ------------------------------------------------------------------ input conversion */
+/* The shape of a as a tuple (for messages). */
+static PyObject *shape_tuple(PyArrayObject *a)
+{
+    PyObject *t = PyTuple_New(PyArray_NDIM(a));
+    for (int i = 0; t && i < PyArray_NDIM(a); i++) {
+        PyObject *d = PyLong_FromSsize_t((Py_ssize_t)PyArray_DIM(a, i));
+        if (!d) { Py_CLEAR(t); break; }
+        PyTuple_SET_ITEM(t, i, d);
+    }
+    return t;
+}
+
 /* Convert obj to a C-contiguous float64 array of shape (n, width) (width 0: shape (n,)).
  * A (width,) input is one row.  Rejects non-numeric dtypes (TypeError), wrong shapes and
  * non-finite values (ValueError), naming the argument.  *n_io: -1 to infer, else required. */
@@ -79,26 +165,33 @@ static PyArrayObject *as_rows(PyObject *obj, const char *name, int width, npy_in
     int nd = PyArray_NDIM(a);
     npy_intp *dims = PyArray_DIMS(a);
     npy_intp n;
+    int ok;
     if (width > 0) {
-        if (nd == 1 && dims[0] == width) n = 1;
-        else if (nd == 2 && dims[1] == width) n = dims[0];
-        else {
-            PyErr_Format(PyExc_ValueError, "%s must have shape (N, %d), got an array of %d dimension(s)%s", name,
-                         width, nd, nd >= 1 ? " with the wrong length" : "");
-            Py_DECREF(a);
-            return NULL;
-        }
+        ok = (nd == 1 && dims[0] == width) || (nd == 2 && dims[1] == width);
+        n = nd == 1 ? 1 : nd == 2 ? dims[0] : 0;
     } else {
-        if (nd == 1) n = dims[0];
-        else {
-            PyErr_Format(PyExc_ValueError, "%s must have shape (N,) or be a scalar", name);
-            Py_DECREF(a);
-            return NULL;
-        }
+        ok = nd == 1;
+        n = nd == 1 ? dims[0] : 0;
     }
-    if (*n_io >= 0 && n != *n_io) {
-        PyErr_Format(PyExc_ValueError, "%s has %zd rows but %zd were expected", name, (Py_ssize_t)n,
-                     (Py_ssize_t)*n_io);
+    if (ok && *n_io >= 0 && n != *n_io) ok = 0;
+    if (!ok) {
+        PyObject *got = shape_tuple(a);
+        if (got) {
+            if (*n_io == 1 && width > 0)
+                PyErr_Format(PyExc_ValueError, "%s must have shape (%d,), got shape %R", name, width, got);
+            else if (*n_io >= 0 && width > 0)
+                PyErr_Format(PyExc_ValueError, "%s must have shape (%zd, %d) (a row per particle), got shape %R", name,
+                             (Py_ssize_t)*n_io, width, got);
+            else if (*n_io >= 0)
+                PyErr_Format(PyExc_ValueError,
+                             "%s must be a scalar or have shape (%zd,) (one per particle), got shape %R", name,
+                             (Py_ssize_t)*n_io, got);
+            else if (width > 0)
+                PyErr_Format(PyExc_ValueError, "%s must have shape (N, %d), got shape %R", name, width, got);
+            else
+                PyErr_Format(PyExc_ValueError, "%s must have shape (N,) or be a scalar, got shape %R", name, got);
+            Py_DECREF(got);
+        }
         Py_DECREF(a);
         return NULL;
     }
@@ -144,10 +237,11 @@ static PyArrayObject *as_per_particle(PyObject *obj, const char *name, npy_intp 
     return out;
 }
 
+/* A (3,) vector; NULL or None (not given) leaves out as it is. */
 static int parse_vec3(PyObject *obj, const char *name, double out[3])
 {
     npy_intp n = 1;
-    if (obj == NULL) return 0;
+    if (obj == NULL || obj == Py_None) return 0;
     PyArrayObject *a = as_rows(obj, name, 3, &n);
     if (!a) return -1;
     memcpy(out, PyArray_DATA(a), 3 * sizeof(double));
@@ -221,41 +315,6 @@ static int check_ready(SimObject *self)
     return 0;
 }
 
-static int parse_solver(PyObject *obj, int *out)
-{
-    if (!PyUnicode_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "solver must be a str ('direct', 'tree', 'poisson' or 'auto'), got %R", obj);
-        return -1;
-    }
-    const char *n = PyUnicode_AsUTF8(obj);
-    if (!n) return -1;
-    if (!strcmp(n, "direct")) *out = VP_SOLVER_DIRECT;
-    else if (!strcmp(n, "tree")) *out = VP_SOLVER_TREE;
-    else if (!strcmp(n, "poisson")) *out = VP_SOLVER_POISSON;
-    else if (!strcmp(n, "auto")) *out = VP_SOLVER_AUTO;
-    else {
-        PyErr_Format(PyExc_ValueError, "solver must be 'direct', 'tree', 'poisson' or 'auto', got %R", obj);
-        return -1;
-    }
-    return 0;
-}
-
-static const char *solver_name(int s)
-{
-    return s == VP_SOLVER_DIRECT ? "direct" : s == VP_SOLVER_TREE ? "tree" : s == VP_SOLVER_POISSON ? "poisson" : "auto";
-}
-
-static int parse_threads(PyObject *obj, int *out)
-{
-    if (obj == NULL || obj == Py_None) { *out = default_threads(); return 0; }
-    if (!PyLong_Check(obj)) { PyErr_Format(PyExc_TypeError, "threads must be an int or None, got %R", obj); return -1; }
-    long t = PyLong_AsLong(obj);
-    if (t == -1 && PyErr_Occurred()) return -1;
-    if (t < 1 || t > 1024) { PyErr_Format(PyExc_ValueError, "threads must be between 1 and 1024, got %ld", t); return -1; }
-    *out = (int)t;
-    return 0;
-}
-
 /* Numeric parameter with a range check; name is the keyword the user typed. */
 static int check_param(const char *name, double v, double lo, int lo_open, double hi)
 {
@@ -268,7 +327,7 @@ static int check_param(const char *name, double v, double lo, int lo_open, doubl
         PyOS_snprintf(vb, sizeof vb, "%.6g", v);
         PyOS_snprintf(lb, sizeof lb, "%.6g", lo);
         PyOS_snprintf(hb, sizeof hb, "%.6g", hi);
-        if (isinf(hi)) /* (a message that names the bound broken: "smagorinsky must be >= 0, got 5" read oddly) */
+        if (isinf(hi))
             PyErr_Format(PyExc_ValueError, "%s must be %s %s, got %s", name, lo_open ? ">" : ">=", lb, vb);
         else
             PyErr_Format(PyExc_ValueError, "%s must be in %s%s, %s], got %s", name, lo_open ? "(" : "[", lb, hb, vb);
@@ -294,54 +353,168 @@ static int get_double(PyObject *obj, const char *name, double *out)
     return 0;
 }
 
-/* Table of numeric parameters settable by keyword and attribute. */
-typedef struct { const char *name; size_t offset; int is_int; double lo; int lo_open; double hi; const char *doc; } param_spec;
-#define PO(f) offsetof(vp_params, f)
-static const param_spec PARAMS[] = {
-    {"dt", PO(dt), 0, 0, 1, INFINITY, "time step"},
-    {"viscosity", PO(viscosity), 0, 0, 0, INFINITY, "kinematic viscosity nu"},
-    {"thermal_diffusivity", PO(thermal_diffusivity), 0, 0, 0, INFINITY, "thermal diffusivity kappa"},
-    {"ambient_density", PO(ambient_density), 0, 0, 1, INFINITY, "ambient fluid density rho0"},
-    {"fluid_heat_capacity", PO(fluid_heat_capacity), 0, 0, 1, INFINITY, "fluid heat capacity per unit volume"},
-    {"tree_theta", PO(tree_theta), 0, 0, 0, 2.0, "tree opening angle (accuracy knob; 0 = exact)"},
-    {"tree_leaf_size", PO(tree_leaf_size), 1, 1, 0, 4096, "vortons per tree leaf"},
-    {"grid_cells_per_vorton", PO(grid_cells_per_vorton), 0, 0, 1, 1e4, "grid cells per vorton (1: stable long runs; 4: a ring runs ~5% closer to Saffman's speed, but noisy flows blow up)"},
-    {"pse_width", PO(pse_width), 0, 0, 1, 100, "PSE kernel width / particle spacing"},
-    {"pse_cutoff", PO(pse_cutoff), 0, 1, 0, 4, "PSE cutoff in kernel widths (at most 4)"},
-    {"smagorinsky", PO(smagorinsky), 0, 0, 0, 1.0, "subgrid eddy viscosity coefficient C_s (0: off): nu + (C_s spacing)^2 |strain|"},
-    {"contact_blend", PO(contact_blend), 0, 0, 1, 1.0, "fraction of the boundary vorticity assigned per step"},
-    {"vorton_lifetime", PO(vorton_lifetime), 0, 0, 0, INFINITY, "vortons older than this are removed (0: never), in batches, at most ~3% of a lifetime late"},
-    {"tracer_lifetime", PO(tracer_lifetime), 0, 0, 0, INFINITY, "tracers older than this are removed (0: never), in batches, at most ~3% of a lifetime late"},
-    {"advect_order", PO(advect_order), 1, 1, 0, 2, "1: explicit Euler, 2: Heun"},
-    {"stretch", PO(stretch), 1, 0, 0, 1, "1: vortex stretching and tilting on"},
-    {"baroclinic", PO(baroclinic), 1, 0, 0, 1, "1: baroclinic vorticity generation on (0: density is passive dye)"},
-    {"remesh_interval", PO(remesh_interval), 1, 0, 0, 1e9, "frames between remeshings of the vortons onto a lattice (0: never)"},
-    {"remesh_threshold", PO(remesh_threshold), 0, 0, 0, 1.0, "remeshing drops lattice nodes weaker than this fraction of the strongest"},
-    {"max_rate_dt", PO(max_rate_dt), 0, 0, 0, INFINITY, "a step whose max |grad u| dt exceeds this runs as substeps (0: never)"},
-    {"max_substeps", PO(max_substeps), 1, 1, 0, 1024, "most substeps per step"},
-    {"rollback", PO(rollback), 1, 0, 0, 1, "1: a step that fails (FloatingPointError) leaves the state as before it"},
-    {"overlap", PO(overlap), 1, 0, 0, 1, "1: with threads > 1, tracer advection may run beside the vorton phases (diffusion, vorton advection) when the tracers are the larger work; 0: each phase alone on all threads"},
-};
-#define N_PARAMS (sizeof PARAMS / sizeof PARAMS[0])
-
-static int set_param(vp_params *p, const param_spec *ps, PyObject *val)
+/* ------------------------------------------------------------------ parameters
+ * Every parameter is read and written through vp_param_table (params.h): by its offset in
+ * vp_params and its type.  The range check is the core's (vp_param_check_value). */
+static const vp_param_info *find_param(const char *name)
 {
+    for (int i = 0; i < VP_PARAM_COUNT; i++)
+        if (!strcmp(vp_param_table[i].name, name)) return &vp_param_table[i];
+    return NULL;
+}
+
+/* The i-th name of an ENUM parameter's choices, in buf. */
+static int choice_name(const vp_param_info *pi, int i, char *buf, size_t n)
+{
+    const char *c = pi->choices;
+    for (int k = 0; *c; k++) {
+        size_t len = strcspn(c, " ");
+        if (k == i) {
+            if (len >= n) len = n - 1;
+            memcpy(buf, c, len);
+            buf[len] = 0;
+            return 0;
+        }
+        c += len;
+        while (*c == ' ') c++;
+    }
+    return -1;
+}
+
+/* The choices of an ENUM parameter as a Python list of str. */
+static PyObject *choice_list(const vp_param_info *pi)
+{
+    PyObject *l = PyList_New(0);
+    char buf[64];
+    for (int i = 0; l && choice_name(pi, i, buf, sizeof buf) == 0; i++) {
+        PyObject *u = PyUnicode_FromString(buf);
+        if (!u || PyList_Append(l, u) < 0) Py_CLEAR(l);
+        Py_XDECREF(u);
+    }
+    return l;
+}
+
+static PyObject *param_value_error(const vp_param_info *pi, double v)
+{
+    char why[320];
+    vp_param_check_value(pi, v, why, sizeof why);
+    PyErr_SetString(PyExc_ValueError, why);
+    return NULL;
+}
+
+/* Convert val and store it into p's field for pi; TypeError/ValueError naming the parameter. */
+static int set_param(vp_params *p, const vp_param_info *pi, PyObject *val)
+{
+    char *field = (char *)p + pi->offset;
     double v;
-    if (get_double(val, ps->name, &v)) return -1;
-    if (check_param(ps->name, v, ps->lo, ps->lo_open, ps->hi)) return -1;
-    if (ps->is_int) {
-        if (v != floor(v)) { PyErr_Format(PyExc_ValueError, "%s must be a whole number", ps->name); return -1; }
-        *(int *)((char *)p + ps->offset) = (int)v;
-    } else {
-        *(double *)((char *)p + ps->offset) = v;
+    switch (pi->type) {
+    case VP_PARAM_VEC3: {
+        double g[3];
+        if (parse_vec3(val, pi->name, g)) return -1;
+        memcpy(field, g, sizeof g);
+        return 0;
+    }
+    case VP_PARAM_ENUM: {
+        PyObject *names = choice_list(pi);
+        if (!names) return -1;
+        if (!PyUnicode_Check(val)) {
+            PyErr_Format(PyExc_TypeError, "%s must be a str, one of %R, got %R", pi->name, names, val);
+            Py_DECREF(names);
+            return -1;
+        }
+        Py_ssize_t i = PySequence_Index(names, val);
+        if (i < 0) {
+            PyErr_Clear();
+            PyObject *hint = did_you_mean(val, names);
+            if (hint) PyErr_Format(PyExc_ValueError, "%s must be one of %R, got %R%U", pi->name, names, val, hint);
+            Py_XDECREF(hint);
+            Py_DECREF(names);
+            return -1;
+        }
+        Py_DECREF(names);
+        *(int *)field = (int)i;
+        return 0;
+    }
+    case VP_PARAM_BOOL:
+        if (!(PyBool_Check(val) || PyLong_Check(val) || PyArray_IsScalar(val, Bool) ||
+              PyArray_IsScalar(val, Integer))) {
+            PyErr_Format(PyExc_TypeError, "%s must be a bool (True or False; 1 or 0 also do), got %R", pi->name, val);
+            return -1;
+        } else {
+            long t = PyArray_IsScalar(val, Bool) ? (long)PyObject_IsTrue(val) : PyLong_AsLong(val);
+            if (t == -1 && PyErr_Occurred()) return -1;
+            if (vp_param_check_value(pi, (double)t, NULL, 0)) { param_value_error(pi, (double)t); return -1; }
+            *(int *)field = (int)t;
+            return 0;
+        }
+    default:
+        break;
+    }
+    if (pi->type == VP_PARAM_INT && pi == &vp_param_table[VP_PARAM_INDEX_threads] && val == Py_None) {
+        *(int *)field = default_threads();
+        return 0;
+    }
+    if (get_double(val, pi->name, &v)) return -1;
+    if (vp_param_check_value(pi, v, NULL, 0)) { param_value_error(pi, v); return -1; }
+    switch (pi->type) {
+    case VP_PARAM_DOUBLE: *(double *)field = v; break;
+    case VP_PARAM_SIZE: *(size_t *)field = (size_t)v; break;
+    default: *(int *)field = (int)v; break;
     }
     return 0;
 }
 
-static PyObject *get_param(const vp_params *p, const param_spec *ps)
+static PyObject *get_param(const vp_params *p, const vp_param_info *pi)
 {
-    if (ps->is_int) return PyLong_FromLong(*(const int *)((const char *)p + ps->offset));
-    return PyFloat_FromDouble(*(const double *)((const char *)p + ps->offset));
+    const char *field = (const char *)p + pi->offset;
+    char buf[64];
+    switch (pi->type) {
+    case VP_PARAM_DOUBLE: return PyFloat_FromDouble(*(const double *)field);
+    case VP_PARAM_SIZE: return PyLong_FromSize_t(*(const size_t *)field);
+    case VP_PARAM_BOOL: return PyBool_FromLong(*(const int *)field);
+    case VP_PARAM_VEC3: return vec3((const double *)field);
+    case VP_PARAM_ENUM:
+        if (choice_name(pi, *(const int *)field, buf, sizeof buf)) return PyLong_FromLong(*(const int *)field);
+        return PyUnicode_FromString(buf);
+    default: return PyLong_FromLong(*(const int *)field);
+    }
+}
+
+/* Parameters that are no longer used: accepted with a DeprecationWarning and ignored. */
+static int is_retired_param(const char *name) { return !strcmp(name, "overlap"); }
+
+static int warn_retired_param(const char *name)
+{
+    return PyErr_WarnFormat(PyExc_DeprecationWarning, 2, "the %s parameter is deprecated and has no effect", name);
+}
+
+/* vortonpy._core.PARAMETERS: a tuple of dicts, one per row of the table, defaults included. */
+static PyObject *parameters_metadata(void)
+{
+    vp_params d;
+    vp_params_init(&d);
+    static const char *const type_names[] = {"float", "int", "bool", "enum", "int", "vec3"};
+    PyObject *out = PyTuple_New(VP_PARAM_COUNT);
+    if (!out) return NULL;
+    for (int i = 0; i < VP_PARAM_COUNT; i++) {
+        const vp_param_info *pi = &vp_param_table[i];
+        PyObject *def = i == VP_PARAM_INDEX_threads ? Py_NewRef(Py_None) : get_param(&d, pi);
+        PyObject *choices = pi->type == VP_PARAM_ENUM ? choice_list(pi) : PyList_New(0);
+        PyObject *row = NULL;
+        if (def && choices) {
+            PyObject *ct = PyList_AsTuple(choices);
+            if (ct)
+                row = Py_BuildValue("{s:s,s:s,s:O,s:d,s:d,s:O,s:s,s:N,s:s}", "name", pi->name, "type",
+                                    type_names[pi->type], "default", def, "min", pi->min, "max", pi->max,
+                                    "min_inclusive", (pi->flags & VP_PARAM_MIN_OPEN) ? Py_False : Py_True,
+                                    "unit", pi->unit, "choices", ct, "doc", pi->doc);
+        }
+        Py_XDECREF(def);
+        Py_XDECREF(choices);
+        if (!row) { Py_DECREF(out); return NULL; }
+        PyTuple_SET_ITEM(out, i, row);
+    }
+    return out;
 }
 
 static void Sim_dealloc(SimObject *self)
@@ -374,6 +547,20 @@ static PyObject *Sim_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return (PyObject *)self;
 }
 
+#define DEFAULT_SEED 12345 /* of the emitters' random numbers, as vp_sim_create seeds them */
+
+/* The names Sim() accepts: the parameters and seed, a new list. */
+static PyObject *sim_keywords(void)
+{
+    PyObject *l = PyList_New(0);
+    for (int i = 0; l && i <= VP_PARAM_COUNT; i++) {
+        PyObject *u = PyUnicode_FromString(i < VP_PARAM_COUNT ? vp_param_table[i].name : "seed");
+        if (!u || PyList_Append(l, u) < 0) Py_CLEAR(l);
+        Py_XDECREF(u);
+    }
+    return l;
+}
+
 static int Sim_init(SimObject *self, PyObject *args, PyObject *kw)
 {
     if (self->s) { PyErr_SetString(PyExc_RuntimeError, "Sim is already initialised"); return -1; }
@@ -384,36 +571,35 @@ static int Sim_init(SimObject *self, PyObject *args, PyObject *kw)
     vp_params p;
     vp_params_init(&p);
     p.threads = default_threads();
-    unsigned long long seed = 12345;
+    unsigned long long seed = DEFAULT_SEED;
     if (kw) {
         PyObject *key, *val;
         Py_ssize_t pos = 0;
         while (PyDict_Next(kw, &pos, &key, &val)) {
             const char *k = PyUnicode_AsUTF8(key);
             if (!k) return -1;
-            int done = 0;
-            for (size_t i = 0; i < N_PARAMS; i++)
-                if (!strcmp(k, PARAMS[i].name)) {
-                    if (set_param(&p, &PARAMS[i], val)) return -1;
-                    done = 1;
-                }
-            if (done) continue;
-            if (!strcmp(k, "gravity")) { if (parse_vec3(val, "gravity", p.gravity)) return -1; }
-            else if (!strcmp(k, "solver")) { if (parse_solver(val, &p.solver)) return -1; }
-            else if (!strcmp(k, "threads")) { if (parse_threads(val, &p.threads)) return -1; }
-            else if (!strcmp(k, "grid_max_points")) {
-                double v;
-                if (get_double(val, "grid_max_points", &v) || check_param("grid_max_points", v, 27, 0, 1e10)) return -1;
-                p.grid_max_points = (size_t)v;
+            const vp_param_info *pi = find_param(k);
+            if (pi) {
+                if (set_param(&p, pi, val)) return -1;
             } else if (!strcmp(k, "seed")) {
-                if (!PyLong_Check(val)) { PyErr_SetString(PyExc_TypeError, "seed must be an int"); return -1; }
+                if (!PyLong_Check(val) || PyBool_Check(val)) {
+                    PyErr_Format(PyExc_TypeError, "seed must be an int, got %R", val);
+                    return -1;
+                }
                 seed = PyLong_AsUnsignedLongLongMask(val);
+                if (seed == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+            } else if (is_retired_param(k)) {
+                if (warn_retired_param(k) < 0) return -1;
             } else {
-                PyErr_Format(PyExc_TypeError, "Sim() got an unexpected keyword argument %R", key);
+                PyObject *names = sim_keywords();
+                unknown_keyword("Sim", key, names);
+                Py_XDECREF(names);
                 return -1;
             }
         }
     }
+    char why[320];
+    if (vp_params_check(&p, why, sizeof why)) { PyErr_SetString(PyExc_ValueError, why); return -1; }
     self->s = vp_sim_create(&p);
     if (!self->s) { PyErr_NoMemory(); return -1; }
     /* The particle blocks exist from the start (empty), so no phase ever forms a pointer from a
@@ -431,17 +617,31 @@ static int Sim_init(SimObject *self, PyObject *args, PyObject *kw)
 static PyObject *Sim_getparam(SimObject *self, void *closure)
 {
     if (!self->s) return raise_status(VP_ERR_STATE, "Sim");
-    return get_param(&self->s->params, &PARAMS[(size_t)closure]);
+    return get_param(&self->s->params, &vp_param_table[(size_t)closure]);
 }
 
 static int Sim_setparam(SimObject *self, PyObject *val, void *closure)
 {
-    if (!val) { PyErr_SetString(PyExc_AttributeError, "cannot delete a parameter"); return -1; }
+    const vp_param_info *pi = &vp_param_table[(size_t)closure];
+    if (!val) { PyErr_Format(PyExc_AttributeError, "cannot delete the parameter %s", pi->name); return -1; }
     if (check_ready(self)) return -1;
     vp_params p = self->s->params;
-    if (set_param(&p, &PARAMS[(size_t)closure], val)) return -1;
-    self->s->params = p;
+    if (set_param(&p, pi, val)) return -1;
+    char why[320];
+    if (vp_params_check(&p, why, sizeof why)) { PyErr_SetString(PyExc_ValueError, why); return -1; }
+    int st = vp_sim_set_params(self->s, &p);
+    if (st) { raise_status(st, pi->name); return -1; }
     return 0;
+}
+
+/* Attribute assignment: the retired parameters warn; a name Sim does not have names the
+ * nearest one it has. */
+static int Sim_setattro(PyObject *self, PyObject *name, PyObject *val)
+{
+    const char *n = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (n && is_retired_param(n) && !PyObject_HasAttr((PyObject *)Py_TYPE(self), name)) return warn_retired_param(n);
+    if (PyObject_GenericSetAttr(self, name, val) == 0) return 0;
+    return explain_setattr_failure(self, name);
 }
 
 static PyObject *Sim_add_vortons(SimObject *self, PyObject *args, PyObject *kw)
@@ -801,38 +1001,6 @@ static int Sim_set_frame(SimObject *self, PyObject *v, void *c)
     self->s->frame = f;
     return 0;
 }
-static PyObject *Sim_get_gravity(SimObject *self, void *c) { return self->s ? vec3(self->s->params.gravity) : raise_status(VP_ERR_STATE, "Sim"); }
-static int Sim_set_gravity(SimObject *self, PyObject *v, void *c)
-{
-    double g[3];
-    if (!v || check_ready(self) || parse_vec3(v, "gravity", g)) return -1;
-    memcpy(self->s->params.gravity, g, sizeof g);
-    return 0;
-}
-static PyObject *Sim_get_solver(SimObject *self, void *c) { return self->s ? PyUnicode_FromString(solver_name(self->s->params.solver)) : raise_status(VP_ERR_STATE, "Sim"); }
-static int Sim_set_solver(SimObject *self, PyObject *v, void *c)
-{
-    int s;
-    if (!v || check_ready(self) || parse_solver(v, &s)) return -1;
-    self->s->params.solver = s;
-    return 0;
-}
-static PyObject *Sim_get_threads(SimObject *self, void *c) { return self->s ? PyLong_FromLong(self->s->params.threads) : raise_status(VP_ERR_STATE, "Sim"); }
-static int Sim_set_threads(SimObject *self, PyObject *v, void *c)
-{
-    int t;
-    if (!v || check_ready(self) || parse_threads(v, &t)) return -1;
-    self->s->params.threads = t;
-    return 0;
-}
-static PyObject *Sim_get_grid_max_points(SimObject *self, void *c) { return self->s ? PyLong_FromSize_t(self->s->params.grid_max_points) : raise_status(VP_ERR_STATE, "Sim"); }
-static int Sim_set_grid_max_points(SimObject *self, PyObject *v, void *c)
-{
-    double x;
-    if (!v || check_ready(self) || get_double(v, "grid_max_points", &x) || check_param("grid_max_points", x, 27, 0, 1e10)) return -1;
-    self->s->params.grid_max_points = (size_t)x;
-    return 0;
-}
 static PyObject *Sim_get_timings(SimObject *self, void *c)
 {
     if (!self->s) return raise_status(VP_ERR_STATE, "Sim");
@@ -883,14 +1051,15 @@ static PyMethodDef Sim_methods[] = {
      "sim's solver (the tree for 'tree' and 'poisson'), not interpolated from the grid; finite at any "
      "finite point (beyond 1e4 times the vortons' cloud size, the tree's root expansion in float64)."},
     {"update_velocity_grid", (PyCFunction)Sim_update_velocity_grid, METH_NOARGS,
-     "Recompute the domain grid and the velocity on it from the current vortons."},
+     "update_velocity_grid()\n--\n\nRecompute the domain grid and the velocity on it from the current vortons."},
     {"remesh", (PyCFunction)Sim_remesh, METH_NOARGS,
      "remesh()\n--\n\nRedistribute the vortons onto a regular lattice now (M4' kernel; see the "
      "remesh_interval parameter, which does it every few frames).  Conserves circulation, linear and "
      "angular impulse and density mass, up to the nodes dropped below remesh_threshold.  Views "
      "taken before are detached."},
     {"collide", (PyCFunction)Sim_collide, METH_NOARGS,
-     "Apply the fluid-body boundary conditions now (ejection, vorticity assignment, momentum and heat hand-over)."},
+     "collide()\n--\n\nApply the fluid-body boundary conditions now (ejection, vorticity assignment, momentum and "
+     "heat hand-over)."},
     {"grid", (PyCFunction)Sim_grid, METH_NOARGS, "grid()\n--\n\nThe last step's grid: origin, spacing, shape (z, y, x), velocity and density copies."},
     {"_grid_spacing", (PyCFunction)Sim_grid_spacing, METH_NOARGS, "_grid_spacing(): the last solved grid's spacing, 0 before any"},
     {"_diagnostics", (PyCFunction)Sim_diagnostics_c, METH_VARARGS, "_diagnostics(origin=None)"},
@@ -899,7 +1068,30 @@ static PyMethodDef Sim_methods[] = {
     {"_keep", (PyCFunction)Sim_keep, METH_VARARGS, "_keep(kind, mask): remove particles where mask is False"},
     {NULL}};
 
-static PyGetSetDef Sim_getset[N_PARAMS + 24]; /* the parameters, 15 more, the sentinel, room */
+/* The attributes that are not parameters; PyInit__core puts one per parameter before them. */
+static PyGetSetDef Sim_state_getset[] = {
+    {"time", (getter)Sim_get_time, (setter)Sim_set_time, "simulated time", NULL},
+    {"frame", (getter)Sim_get_frame, (setter)Sim_set_frame, "steps taken", NULL},
+    {"max_rate", (getter)Sim_get_max_rate, (setter)Sim_set_max_rate,
+     "largest |grad u| on the grid at the last velocity solve (1/time); decides the next step's substeps", NULL},
+    {"substeps", (getter)Sim_get_substeps, NULL,
+     "substeps the last step took (more than 1 when max_rate * dt exceeded max_rate_dt)", NULL},
+    {"diffusion_substeps", (getter)Sim_get_diffusion_substeps, NULL,
+     "PSE exchanges the last step's diffusion took (more than 1 when 4 max(nu, kappa) dt / spacing^2 > 1: the "
+     "explicit limit)", NULL},
+    {"overlapped", (getter)Sim_get_overlapped, NULL,
+     "0, or what the last step ran on one thread beside the tracers' advection: 1 diffusion and vorton "
+     "advection, 2 also the contact", NULL},
+    {"timings", (getter)Sim_get_timings, NULL, "milliseconds per phase of the last step", NULL},
+    {"interactions", (getter)Sim_get_interactions, NULL,
+     "velocity-solver interactions (pairs + supervortons) of the last solve", NULL},
+    {"bodies", (getter)Sim_get_bodies, NULL, "list of RigidBody", NULL},
+    {"emitters", (getter)Sim_emitters, NULL, "list of emitter settings (dicts)", NULL},
+    {"_rng_state", (getter)Sim_get_rng, (setter)Sim_set_rng, "emitter RNG state", NULL},
+    {NULL}};
+
+static PyGetSetDef Sim_getset[VP_PARAM_COUNT + sizeof Sim_state_getset / sizeof Sim_state_getset[0]];
+static char param_docs[VP_PARAM_COUNT][400]; /* "doc [unit]" of each parameter's attribute */
 
 static PyTypeObject SimType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "vortonpy._core.Sim",
@@ -913,6 +1105,7 @@ static PyTypeObject SimType = {
     .tp_clear = (inquiry)Sim_clear,
     .tp_methods = Sim_methods,
     .tp_getset = Sim_getset,
+    .tp_setattro = Sim_setattro,
 };
 
 /* ------------------------------------------------------------------ RigidBody */
@@ -942,6 +1135,27 @@ static int Body_init(BodyObject *self, PyObject *args, PyObject *kw)
     double radius = 1.0, mass = 1.0, T = 1.0, k = 0.2, C = 1e5;
     int fixed = 0, grav = 1;
     if (self->sim) { PyErr_SetString(PyExc_RuntimeError, "body is already part of a Sim"); return -1; }
+    if (kw) { /* an unknown keyword names the nearest known one */
+        PyObject *key, *val;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kw, &pos, &key, &val)) {
+            const char *k = PyUnicode_AsUTF8(key);
+            if (!k) return -1;
+            int known = 0;
+            for (char **w = kwl; *w && !known; w++) known = !strcmp(*w, k);
+            if (!known) {
+                PyObject *names = PyList_New(0);
+                for (char **w = kwl; names && *w; w++) {
+                    PyObject *u = PyUnicode_FromString(*w);
+                    if (!u || PyList_Append(names, u) < 0) Py_CLEAR(names);
+                    Py_XDECREF(u);
+                }
+                unknown_keyword("RigidBody", key, names);
+                Py_XDECREF(names);
+                return -1;
+            }
+        }
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOdddddppO:RigidBody", kwl, &po, &vo, &wo, &radius, &mass, &T, &k,
                                      &C, &fixed, &grav, &oo))
         return -1;
@@ -1100,6 +1314,12 @@ static int Body_set_orientation(BodyObject *self, PyObject *val, void *c)
     return 0;
 }
 
+static int Body_setattro(PyObject *self, PyObject *name, PyObject *val)
+{
+    if (PyObject_GenericSetAttr(self, name, val) == 0) return 0;
+    return explain_setattr_failure(self, name);
+}
+
 static PyObject *Body_get_sim(BodyObject *self, void *c) { return Py_NewRef(self->sim ? (PyObject *)self->sim : Py_None); }
 
 /* Restore the accumulated hand-over totals (used by Sim.load). */
@@ -1168,9 +1388,14 @@ static PyTypeObject BodyType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "vortonpy._core.RigidBody",
     .tp_basicsize = sizeof(BodyObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "RigidBody(position=(0,0,0), velocity=(0,0,0), angular_velocity=(0,0,0), radius=1.0, mass=1.0,\n"
-              "          temperature=1.0, thermal_conductivity=0.2, heat_capacity=1e5, fixed=False, gravity=True)\n\n"
-              "A rigid sphere that stirs the fluid and is pushed, slowed, spun and heated by it.\n"
+    .tp_doc = "RigidBody(position=None, velocity=None, angular_velocity=None, radius=1.0, mass=1.0, temperature=1.0, "
+              "thermal_conductivity=0.2, heat_capacity=100000.0, fixed=False, gravity=True, orientation=None)\n--\n\n"
+              "A rigid sphere that stirs the fluid and is pushed, slowed, spun and heated by it.\n\n"
+              "position, velocity, angular_velocity: (3,) [length, length/time, rad/time], None: zero;\n"
+              "radius [length]; mass (inf: fixed); temperature (the ambient fluid is 1); thermal_conductivity:\n"
+              "heat per time per unit temperature difference to each vorton in contact; heat_capacity: heat per\n"
+              "unit temperature (inf: a thermostat); fixed: moves with its set velocities, never pushed;\n"
+              "gravity: gravity and buoyancy act on it; orientation: unit quaternion (w, x, y, z).\n"
               "Vector attributes return copies; assign to change them.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Body_init,
@@ -1179,6 +1404,7 @@ static PyTypeObject BodyType = {
     .tp_clear = (inquiry)Body_clear,
     .tp_methods = Body_methods,
     .tp_getset = Body_getset,
+    .tp_setattro = Body_setattro,
 };
 
 /* ------------------------------------------------------------------ module */
@@ -1234,36 +1460,29 @@ PyMODINIT_FUNC PyInit__core(void)
 {
     import_array();
     size_t k = 0;
-    for (size_t i = 0; i < N_PARAMS; i++, k++)
-        Sim_getset[k] = (PyGetSetDef){(char *)PARAMS[i].name, (getter)Sim_getparam, (setter)Sim_setparam,
-                                      (char *)PARAMS[i].doc, (void *)i};
-    Sim_getset[k++] = (PyGetSetDef){"time", (getter)Sim_get_time, (setter)Sim_set_time, "simulated time", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"frame", (getter)Sim_get_frame, (setter)Sim_set_frame, "steps taken", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"max_rate", (getter)Sim_get_max_rate, (setter)Sim_set_max_rate,
-                                    "largest |grad u| on the grid at the last velocity solve (1/time); decides the next step's substeps", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"substeps", (getter)Sim_get_substeps, NULL,
-                                    "substeps the last step took (more than 1 when max_rate * dt exceeded max_rate_dt)", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"diffusion_substeps", (getter)Sim_get_diffusion_substeps, NULL,
-                                    "PSE exchanges the last step's diffusion took (more than 1 when 4 max(nu, kappa) dt / spacing^2 > 1: the explicit limit)", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"overlapped", (getter)Sim_get_overlapped, NULL,
-                                    "0, or what the last step ran on one thread beside the tracers' advection (see overlap): 1 diffusion and vorton advection, 2 also the contact", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"gravity", (getter)Sim_get_gravity, (setter)Sim_set_gravity, "gravity g (3,)", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"solver", (getter)Sim_get_solver, (setter)Sim_set_solver, "'direct', 'tree', 'poisson' or 'auto' (poisson from 1000 vortons up unless tracers spread the grid far beyond them, the tree otherwise)", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"threads", (getter)Sim_get_threads, (setter)Sim_set_threads, "OpenMP threads", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"grid_max_points", (getter)Sim_get_grid_max_points, (setter)Sim_set_grid_max_points,
-                                    "upper bound on grid nodes", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"timings", (getter)Sim_get_timings, NULL, "milliseconds per phase of the last step", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"interactions", (getter)Sim_get_interactions, NULL,
-                                    "velocity-solver interactions (pairs + supervortons) of the last solve", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"bodies", (getter)Sim_get_bodies, NULL, "list of RigidBody", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"emitters", (getter)Sim_emitters, NULL, "list of emitter settings (dicts)", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"_rng_state", (getter)Sim_get_rng, (setter)Sim_set_rng, "emitter RNG state", NULL};
-    Sim_getset[k] = (PyGetSetDef){NULL};
+    for (int i = 0; i < VP_PARAM_COUNT; i++, k++) {
+        const vp_param_info *pi = &vp_param_table[i];
+        PyOS_snprintf(param_docs[i], sizeof param_docs[i], "%s%s%s%s", pi->doc, *pi->unit ? " [" : "", pi->unit,
+                      *pi->unit ? "]" : "");
+        Sim_getset[k] = (PyGetSetDef){(char *)pi->name, (getter)Sim_getparam, (setter)Sim_setparam, param_docs[i],
+                                      (void *)(size_t)i};
+    }
+    for (size_t j = 0; j < sizeof Sim_state_getset / sizeof Sim_state_getset[0]; j++) Sim_getset[k++] = Sim_state_getset[j];
     if (PyType_Ready(&SimType) < 0 || PyType_Ready(&BodyType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Sim", (PyObject *)&SimType) < 0 ||
         PyModule_AddObjectRef(m, "RigidBody", (PyObject *)&BodyType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "DEFAULT_SEED", DEFAULT_SEED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *meta = parameters_metadata();
+    if (!meta || PyModule_AddObject(m, "PARAMETERS", meta) < 0) { /* steals meta on success */
+        Py_XDECREF(meta);
         Py_DECREF(m);
         return NULL;
     }

@@ -14,38 +14,9 @@ const char *const vp_phase_names[VP_PHASE_COUNT] = {
     "domain", "velocity", "stretch", "baroclinic", "diffuse", "advect_vortons",
     "advect_tracers", "contact", "buoyancy", "bodies", "emit", "remesh"};
 
-void vp_params_init(vp_params *p)
-{
-    memset(p, 0, sizeof *p);
-    p->dt = 1.0 / 30.0;
-    p->viscosity = 0.01;
-    p->thermal_diffusivity = 1e-4;
-    p->ambient_density = 1.0;
-    p->gravity[2] = -10.0;
-    p->fluid_heat_capacity = 1.0;
-    p->solver = VP_SOLVER_AUTO;
-    p->threads = 1;
-    p->tree_theta = 0.4;
-    p->tree_leaf_size = 16;
-    p->grid_cells_per_vorton = 1.0;
-    p->grid_max_points = (size_t)1 << 22;
-    p->pse_width = 1.0;
-    p->pse_cutoff = 3.0; /* with the kernel renormalised for the cut (diffuse.c) */
-    p->smagorinsky = 0.0;
-    p->remesh_interval = 0;
-    p->remesh_threshold = 0.05;
-    p->max_rate_dt = 1.0;
-    p->max_substeps = 8;
-    p->contact_blend = 0.2; /* relax toward the boundary vorticity over ~5 steps (seeds: 0.1) */
-    p->advect_order = 2;
-    p->stretch = 1;
-    p->baroclinic = 1;
-    p->rollback = 0;
-    p->overlap = 1;
-}
-
 vp_sim *vp_sim_create(const vp_params *p)
 {
+    if (vp_params_check(p, NULL, 0)) return NULL;
     vp_sim *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->params = *p;
@@ -1437,7 +1408,7 @@ static int check_finite(vp_sim *s, int phase, int what);
 static int overlap_wanted(const vp_sim *s)
 {
     const int threads = s->params.threads;
-    if (!s->params.overlap || s->serial || threads < 2 || !s->tracers.n || !tracers_use_cells(s)) return 0;
+    if (s->serial || threads < 2 || !s->tracers.n || !tracers_use_cells(s)) return 0;
     const int diffusing = s->vortons.n > 1 &&
         (s->params.viscosity > 0 || s->params.smagorinsky > 0 || s->params.thermal_diffusivity > 0);
     const int k = s->pse_substeps > 1 ? s->pse_substeps : 1; /* the last step's exchanges */

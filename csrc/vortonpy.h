@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "params.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,17 +26,10 @@ typedef enum {
 
 /* AUTO: poisson from VP_AUTO_POISSON_MIN vortons up where the grid is not much larger than the
  * vortons need, n / nodes >= VP_AUTO_POISSON_RATIO (1000 / n)^0.35; the tree otherwise.  Both
- * solvers evaluate the velocity at every node, but the tree's cost per node grows with log n
- * while poisson's (FFTs of the padded grid) does not depend on n: poisson is 2.2x faster for
- * 1e3 vortons on 2197 nodes and 9x for 1e4 on 13824, but 0.4-0.6x where tracers spread the
- * grid 4x wider than the vortons.  Crossover ratio measured on vortex-noise lattices with
- * tracers spread 1-4x wider, at 2 threads (this project's 2-core EPYC; benchmarks/
- * bench_crossover.py, with the tree's target-vectorised lists and poisson's float32
- * transforms): ~0.13 at 1e3 vortons, ~0.075 at 3375, ~0.052 at 1e4, ~0.042 at 3e4.  Poisson
- * is also faster on compact sets of a few hundred vortons, but not chosen there: with one
- * cell per vorton over a non-uniform set the grid is coarser than the dense part's spacing,
- * and its smoothing (sigma >= 0.8 h) changes the flow (hot_ball with 450 vortons: the tree
- * and the direct sum agree on a counter-rotating pair, poisson does not). */
+ * evaluate the velocity at every node, but the tree's cost per node grows with log n while
+ * poisson's does not (benchmarks/bench_crossover.py measures the crossover).  Not poisson for a
+ * few hundred vortons: with one cell per vorton over a non-uniform set its grid smooths the
+ * dense part's flow. */
 typedef enum { VP_SOLVER_DIRECT = 0, VP_SOLVER_TREE = 1, VP_SOLVER_POISSON = 2, VP_SOLVER_AUTO = 3 } vp_solver;
 #define VP_AUTO_POISSON_MIN 1000
 #define VP_AUTO_POISSON_RATIO 0.12
@@ -169,42 +163,44 @@ int vp_direct_velocity(size_t n, const double *pos, const double *strength, cons
                         size_t m, const double *points, double *vel, int threads);
 
 /* ---------------------------------------------------------------- simulation */
+/* The parameters: one field per row of VP_PARAM_TABLE (params.h), which gives each one's
+ * type, default, valid range, unit and meaning. */
 typedef struct {
-    double dt;                  /* time step [time] */
-    double viscosity;           /* nu [length^2/time] */
-    double thermal_diffusivity; /* kappa [length^2/time] */
-    double ambient_density;     /* rho0 */
-    double gravity[3];          /* g [length/time^2] */
-    double fluid_heat_capacity; /* heat capacity per unit volume of fluid (vorton C_i = this * V_i) */
-    int solver;                 /* vp_solver */
-    int threads;                /* OpenMP threads (>= 1) */
-    double tree_theta;          /* tree opening angle; default 0.4 (about 1e-3 relative error) */
-    int tree_leaf_size;         /* vortons per tree leaf */
-    double grid_cells_per_vorton; /* grid resolution: target cells per vorton (default 1: a grid
-                                     finer than the vortons resolves gradients they cannot
-                                     represent, and stretching amplifies them into a blow-up
-                                     within a few hundred frames; 4 is more accurate short-term) */
-    size_t grid_max_points;     /* upper bound on grid nodes (open-boundary safety) */
-    double pse_width;           /* PSE kernel width e as a multiple of the particle spacing V^(1/3) */
-    double pse_cutoff;          /* pairs farther than pse_cutoff * e are ignored */
-    double smagorinsky;         /* subgrid eddy viscosity coefficient C_s: nu_i = nu + (C_s D_i)^2 |S_i|
-                                   with D_i the vorton spacing and S_i the strain rate (0: off) */
-    double contact_blend;       /* fraction of the way to the boundary vorticity per step (default 0.2; 1: at once) */
-    double vorton_lifetime;     /* vortons older than this are removed, in batches: at most ~3% late (<= 0: never) */
-    double tracer_lifetime;     /* tracers older than this are removed (<= 0: never) */
-    int advect_order;           /* 1: explicit Euler (seeds); 2: Heun in the frozen grid field */
-    int stretch;                /* 0 disables stretching and tilting (for tests) */
-    int baroclinic;             /* 0 disables baroclinic generation (density is then passive dye) */
-    int rollback;               /* 1: copy the state before each step and restore it if the step fails */
-    int overlap;                /* 1: tracer advection may run beside the vorton phases (sim.c, overlap_wanted) */
-    int remesh_interval;        /* frames between remeshings onto a lattice (remesh.c); 0: never */
-    double remesh_threshold;    /* lattice nodes with strength and density below this fraction of
-                                   the largest are dropped when remeshing */
-    double max_rate_dt;         /* a step whose |grad u| dt would exceed this runs as substeps */
-    int max_substeps;           /* at most this many substeps per step */
+#define VP_PARAM_X(name, type, ...) VP_PARAM_FIELD_##type(name)
+    VP_PARAM_TABLE(VP_PARAM_X)
+#undef VP_PARAM_X
 } vp_params;
 
+typedef enum { VP_PARAM_DOUBLE, VP_PARAM_INT, VP_PARAM_BOOL, VP_PARAM_ENUM, VP_PARAM_SIZE, VP_PARAM_VEC3 } vp_param_type;
+
+/* One row of the table, for code that walks the parameters (the Python binding, the docs). */
+typedef struct {
+    const char *name;
+    vp_param_type type;
+    size_t offset;      /* of the field in vp_params */
+    double min, max;    /* valid range (min excluded with VP_PARAM_MIN_OPEN in flags) */
+    int flags;
+    const char *unit;   /* simulation units, "" for a pure number */
+    const char *choices;/* ENUM: names of the values 0, 1, ... separated by spaces */
+    const char *doc;    /* one line */
+} vp_param_info;
+
+enum {
+#define VP_PARAM_X(name, ...) VP_PARAM_INDEX_##name,
+    VP_PARAM_TABLE(VP_PARAM_X)
+#undef VP_PARAM_X
+    VP_PARAM_COUNT
+};
+extern const vp_param_info vp_param_table[VP_PARAM_COUNT];
+
+/* Fill p with the defaults. */
 void vp_params_init(vp_params *p);
+/* VP_OK if every parameter of p is in its range, else VP_ERR_VALUE with a message naming the
+ * first one that is not and its range in why (why_size bytes; why may be NULL). */
+int vp_params_check(const vp_params *p, char *why, size_t why_size);
+/* The same check for one value v of parameter `info` (a VEC3's component): range, finite,
+ * whole for the integer kinds. */
+int vp_param_check_value(const vp_param_info *info, double v, char *why, size_t why_size);
 
 typedef struct {
     vp_params params;
@@ -240,7 +236,7 @@ typedef struct {
     double max_rate;           /* largest |grad u| (Frobenius, 1/time) on the grid at the last solve */
     int substeps;              /* substeps the last step took (sim.c: stability guard) */
     int pse_substeps;          /* PSE exchanges of the last diffusion phase (diffuse.c) */
-    int overlapped;            /* 1: the last step ran phases 5-6 beside the tracers (params.overlap);
+    int overlapped;            /* 1: the last step ran phases 5-6 beside the tracers (when tracer advection is the larger work);
                                   2: phase 7 (contact) as well */
     double tracer_box[6];      /* the tracers' min (3) and max (3) at this step's domain phase, all of
                                   them (tracer_box_valid: none beyond the robust limits) */
@@ -268,7 +264,10 @@ static inline int vp_threads(const vp_sim *s)
 #endif
 }
 
+/* A new simulation with parameters p; NULL if out of memory or p fails vp_params_check. */
 vp_sim *vp_sim_create(const vp_params *p);
+/* Replace the parameters (VP_ERR_VALUE, and nothing changed, if p fails vp_params_check). */
+int vp_sim_set_params(vp_sim *s, const vp_params *p);
 void vp_sim_free(vp_sim *s);
 int vp_sim_step(vp_sim *s);
 int vp_sim_add_vortons(vp_sim *s, size_t n, const double *pos, const double *vort,

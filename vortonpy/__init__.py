@@ -16,16 +16,42 @@ except ImportError as _e:
             "or build in place with `pip install -e .`."
         ) from _e
     raise ImportError(f"vortonpy's C core (vortonpy._core) is built but does not load: {_e}") from _e
-from ._sim import RigidBody, Sim, Tracers, Vortons
-from . import scenes, plot
-from .animate import animate
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    """The installed distribution's version; in a source checkout built in place (not
+    installed), the version pyproject.toml declares."""
+    from importlib import metadata
+    try:
+        return metadata.version("vortonpy")
+    except metadata.PackageNotFoundError:
+        pass
+    import os
+    import sys
+    pyproject = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyproject.toml")
+    try:
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover
+            import tomli as tomllib
+        with open(pyproject, "rb") as fh:
+            return str(tomllib.load(fh)["project"]["version"])
+    except (OSError, KeyError, ValueError, ImportError):
+        return "0+unknown"
+
+
+__version__ = _version()
+
+from ._sim import RigidBody, Sim, Tracers, Vortons  # noqa: E402
+from . import parameters, scenes, plot  # noqa: E402
+from .animate import animate  # noqa: E402
+
 has_openmp = _core.has_openmp()
 direct_velocity = _core.direct_velocity
+PARAMETERS = parameters.PARAMETERS
 
-__all__ = ["Sim", "RigidBody", "Vortons", "Tracers", "scenes", "plot", "animate", "direct_velocity",
-           "has_openmp", "sweep", "__version__"]
+__all__ = ["Sim", "RigidBody", "Vortons", "Tracers", "scenes", "plot", "animate", "parameters", "PARAMETERS",
+           "direct_velocity", "has_openmp", "sweep", "__version__"]
 
 
 def __getattr__(name):

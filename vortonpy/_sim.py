@@ -11,18 +11,18 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from . import _core
+from . import parameters as _parameters
 
 FORMAT = "vortonpy-state"
 FORMAT_VERSION = 1
 
-_PARAM_NAMES = (
-    "dt", "viscosity", "thermal_diffusivity", "ambient_density", "fluid_heat_capacity",
-    "tree_theta", "tree_leaf_size", "grid_cells_per_vorton", "pse_width", "pse_cutoff",
-    "smagorinsky",
-    "contact_blend", "vorton_lifetime", "tracer_lifetime", "advect_order", "stretch", "baroclinic", "rollback", "overlap",
-    "remesh_interval", "remesh_threshold", "max_rate_dt", "max_substeps",
-)
+# parameters a state of this format may hold that no longer exist (ignored on load)
+_RETIRED_PARAMS = ("overlap",)
 
+
+def _written_by() -> str:
+    from . import __version__
+    return __version__
 
 # The per-particle arrays that make up the state (what save/load and the sorts carry);
 # the other fields (temperature, strength) are derived from them.
@@ -132,6 +132,7 @@ class Tracers(_Particles):
 
 class RigidBody(_core.RigidBody):
     __doc__ = _core.RigidBody.__doc__
+    __slots__ = ("__weakref__",)  # no per-instance dict: assigning a misspelt attribute raises
 
     def __repr__(self) -> str:
         p, v = self.position, self.velocity
@@ -163,57 +164,53 @@ class Sim(_core.Sim):
     """A vorton fluid simulation.
 
     ``Sim(dt=1/30, viscosity=0.01, thermal_diffusivity=1e-4, ambient_density=1.0,
-    gravity=(0, 0, -10), solver="auto", threads=None, **advanced)``
+    gravity=(0, 0, -10), solver="auto", threads=None, ...)``: every parameter below is a
+    keyword argument and an attribute of the same name (read and write; a value outside its
+    range raises ``ValueError`` naming the parameter and the range, and changes nothing).
+    Gravity is on by default.
 
     ``solver`` is ``"direct"`` (O(N^2) reference), ``"tree"`` (supervorton hierarchy, accuracy
     set by ``tree_theta``), ``"poisson"`` (vortex-in-cell with free-space boundaries: FFT
     convolution on the grid; faster than the tree from about 1e3 vortons, smoother near vortex
     cores) or ``"auto"`` (poisson from 1000 vortons up, the tree below, and the tree also
     where tracers spread the grid to more than ~8 nodes a vorton at 1e3 vortons, ~26 at 1e4).
-    ``threads=None`` uses every core.  Advanced keywords (also attributes): ``tree_theta``,
-    ``tree_leaf_size``, ``grid_cells_per_vorton``, ``grid_max_points``, ``pse_width``,
-    ``pse_cutoff``, ``smagorinsky`` (Smagorinsky subgrid eddy viscosity coefficient, 0: off),
-    ``remesh_interval`` and ``remesh_threshold`` (remeshing onto a lattice, see :meth:`remesh`),
-    ``max_rate_dt`` and ``max_substeps`` (a step whose largest velocity gradient times dt
-    exceeds ``max_rate_dt`` is taken as up to ``max_substeps`` shorter substeps),
-    ``contact_blend``, ``vorton_lifetime``, ``tracer_lifetime``,
-    ``advect_order``, ``stretch``, ``baroclinic``, ``rollback``, ``fluid_heat_capacity``,
-    ``seed``.  With ``rollback=1`` every step first copies the state, and a step that raises
-    ``FloatingPointError`` leaves the simulation exactly as it was before that step.
-    ``overlap`` (1, the default; a speed knob, results are bitwise the same either way): with
-    several threads and more tracer work than vorton work, one thread runs the vorton phases
-    (diffusion, vorton advection, and the contact when no tracer lies beyond the grid) while
-    the others advect the tracers; ``sim.overlapped`` says what the last step did (0 none,
-    1 diffusion and advection, 2 also the contact).  ``sim.timings`` then gives those phases
-    as that thread ran them, and ``advect_tracers`` as the time the tracers added beyond
-    them (a step that fails in those vorton phases has then advected the tracers already;
-    ``rollback=1`` restores both).  0: each phase alone on all threads in turn.
-    With the tree solver, ``sim.timings["domain"]`` includes building the tree: one thread
-    builds it while the others scan the particles' boxes (the velocity phase then only
-    evaluates it).
+    ``threads=None`` uses every core.  With ``rollback=True`` every step first copies the
+    state, and a step that raises ``FloatingPointError`` leaves the simulation exactly as it
+    was before that step.  A step whose largest velocity gradient times dt exceeds
+    ``max_rate_dt`` is taken as up to ``max_substeps`` shorter substeps (``sim.substeps``).
     Diffusion (PSE) is explicit: where ``4 max(viscosity, thermal_diffusivity) dt / spacing^2``
     exceeds 1 it runs as that many exchanges of a shorter dt (read ``diffusion_substeps``
     after a step; up to 16, each costing a full PSE pass), so a fine lattice with a large
-    viscosity is correct but slower.
+    viscosity is correct but slower.  With the tree solver, ``sim.timings["domain"]``
+    includes building the tree.
 
     Calls on one ``Sim`` from several threads at once are refused with ``RuntimeError``;
     separate ``Sim`` objects step concurrently (the GIL is released inside ``step``).
+    Assigning an attribute ``Sim`` does not have raises ``AttributeError`` naming the nearest
+    one it has.
     """
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self._vortons = Vortons(self, "vortons")
-        self._tracers = Tracers(self, "tracers")
+    # No per-instance dict: a misspelt attribute (sim.viscocity = 1) raises instead of being
+    # stored; the particle accessors are made on first use.
+    __slots__ = ("_vortons", "_tracers", "__weakref__")
 
     @property
     def vortons(self) -> Vortons:
         """The vortons; attributes are live NumPy views (see :class:`Vortons`)."""
-        return self._vortons
+        try:
+            return self._vortons
+        except AttributeError:
+            self._vortons = Vortons(self, "vortons")
+            return self._vortons
 
     @property
     def tracers(self) -> Tracers:
         """The passive tracers; attributes are live NumPy views (see :class:`Tracers`)."""
-        return self._tracers
+        try:
+            return self._tracers
+        except AttributeError:
+            self._tracers = Tracers(self, "tracers")
+            return self._tracers
 
     def step(self, steps: int = 1, progress: Optional[bool] = None, callback=None, every: int = 1) -> "Sim":
         """Advance ``steps`` steps of ``dt``.  The GIL is released inside; Ctrl-C stops between
@@ -253,7 +250,7 @@ class Sim(_core.Sim):
         return self
 
     def diagnostics(self, origin=None) -> Dict[str, Any]:
-        """Conserved and monitored quantities (physics.md section 4).
+        """Conserved and monitored quantities of the flow and the bodies.
 
         ``circulation`` sum a_i (3,); ``linear_impulse`` 1/2 sum x x a (3,) and
         ``angular_impulse`` 1/3 sum x x (x x a) (3,), about ``origin`` (default 0) - the fluid's
@@ -284,10 +281,10 @@ class Sim(_core.Sim):
                 f"threads={self.threads}>")
 
     def params(self) -> Dict[str, Any]:
-        """The parameters, as keyword arguments that rebuild an equivalent Sim."""
-        p = {k: getattr(self, k) for k in _PARAM_NAMES}
-        p.update(gravity=tuple(float(g) for g in self.gravity), solver=self.solver, threads=self.threads,
-                 grid_max_points=self.grid_max_points)
+        """The parameters, as keyword arguments that rebuild an equivalent Sim (see
+        :mod:`vortonpy.parameters` for their meaning, units and ranges)."""
+        p = {k: getattr(self, k) for k in _parameters.names()}
+        p["gravity"] = tuple(float(g) for g in p["gravity"])
         return p
 
     def sort_tracers(self) -> np.ndarray:
@@ -311,8 +308,8 @@ class Sim(_core.Sim):
         old vorton ``order[i]``), as :meth:`sort_tracers` does for tracers.
 
         Stretching, buoyancy, advection and diffusion look the grid up at every vorton; in
-        random order each lookup lands on another cache line (a 1e5-vorton lattice in random
-        order stepped 1.17x slower than in grid order, stretching 2.6x).  Remeshing and
+        random order each lookup lands on another cache line, which slows large runs (see
+        ``benchmarks/README.md``).  Remeshing and
         ``scenes.lattice`` already produce grid order, so this is for vortons added in another
         order by a simulation that does not remesh.  The flow is the same up to rounding:
         sums over vortons are taken in the new order."""
@@ -335,7 +332,7 @@ class Sim(_core.Sim):
         return order
 
     def _first_cell_size(self) -> float:
-        """The grid spacing the domain phase will choose (physics.md 2.1: the vortons' box,
+        """The grid spacing the domain phase will choose (the vortons' box,
         padded by three radii, over grid_cells_per_vorton cells per vorton), or 0 without
         vortons.  Only an estimate for sorting: the domain phase also trims outliers and
         caps the node count."""
@@ -353,8 +350,10 @@ class Sim(_core.Sim):
         file, then renamed.  ``Sim.load(path)`` continues bit-identically."""
         path = os.fspath(path)
         arrays: Dict[str, np.ndarray] = {}
-        meta = dict(format=FORMAT, version=FORMAT_VERSION, time=self.time, frame=self.frame, max_rate=self.max_rate,
-                    params=self.params(), rng=[str(x) for x in self._rng_state],
+        # switches as 0/1, as every reader of this format version expects them
+        params = {k: (int(v) if isinstance(v, bool) else v) for k, v in self.params().items()}
+        meta = dict(format=FORMAT, version=FORMAT_VERSION, written_by=_written_by(), time=self.time,
+                    frame=self.frame, max_rate=self.max_rate, params=params, rng=[str(x) for x in self._rng_state],
                     emitters=[{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in e.items()}
                               for e in self.emitters],
                     bodies=[{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in b._state().items()}
@@ -379,26 +378,44 @@ class Sim(_core.Sim):
     @classmethod
     def load(cls, path, threads=None) -> "Sim":
         """Read a state written by :meth:`save`.  Raises ``ValueError`` for a file that is not a
-        vortonpy state (truncated, corrupted, foreign or of a newer format)."""
+        vortonpy state file (not an ``.npz`` of ``Sim.save``, truncated or corrupted), and for
+        a state of another format version (saying which version it is and which this vortonpy
+        reads)."""
         import json
         path = os.fspath(path)
+        what = f"{path} is not a vortonpy state file (one written by Sim.save)"
         try:
-            with np.load(path, allow_pickle=False) as z:
+            z = np.load(path, allow_pickle=False)
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise ValueError("it holds a single array, not an .npz archive")
+            with z:
                 data = {k: z[k] for k in z.files}
+        except FileNotFoundError:
+            raise
+        except IsADirectoryError:
+            raise ValueError(f"{path} is a directory, not a vortonpy state file") from None
         except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as e:
-            if isinstance(e, FileNotFoundError):
-                raise
-            raise ValueError(f"{path} is not a readable vortonpy state: {e}") from None
+            # (numpy's own words would suggest allow_pickle for a pickle: never for a state)
+            reason = "it holds Python objects" if "pickle" in str(e) else str(e) or type(e).__name__
+            raise ValueError(f"{what}: {reason}") from None
+        if "meta" not in data:
+            raise ValueError(f"{what}: an .npz archive without its metadata")
         try:
             meta = json.loads(bytes(data["meta"]).decode())
         except Exception:
-            raise ValueError(f"{path} is not a vortonpy state (no valid metadata)") from None
+            raise ValueError(f"{what}: its metadata is not readable") from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise ValueError(f"{path} is not a vortonpy state")
-        if meta.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{path} has state format version {meta.get('version')}; this vortonpy reads {FORMAT_VERSION}")
+            raise ValueError(f"{what}: its metadata names no vortonpy state format")
+        version = meta.get("version")
+        if version != FORMAT_VERSION:
+            by = f" by vortonpy {meta['written_by']}" if meta.get("written_by") else ""
+            newer = isinstance(version, int) and version > FORMAT_VERSION
+            raise ValueError(
+                f"{path} is a vortonpy state of format version {version!r} (written{by or ' by another vortonpy'}); "
+                f"this vortonpy ({_written_by()}) reads format version {FORMAT_VERSION}: "
+                + ("load it with a newer vortonpy" if newer else "load it with the vortonpy that wrote it"))
         try:
-            params = dict(meta["params"])
+            params = {k: v for k, v in dict(meta["params"]).items() if k not in _RETIRED_PARAMS}
             if threads is not None:
                 params["threads"] = threads
             sim = cls(**params)
@@ -431,3 +448,8 @@ class Sim(_core.Sim):
         except (KeyError, TypeError) as e:
             raise ValueError(f"{path} is not a complete vortonpy state: missing or bad {e}") from None
         return sim
+
+
+Sim.__signature__ = _parameters.signature()
+Sim.__doc__ = (Sim.__doc__.rstrip() + "\n\n"
+               + "\n".join("    " + line if line else "" for line in _parameters.numpydoc().splitlines()) + "\n")

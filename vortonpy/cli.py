@@ -1,12 +1,9 @@
-"""Command line: run a scene, write its animation, plots and a summary.
+"""Command line: run a scene, write its animation, plots and a summary; list the scenes and
+their parameters.  ``vortonpy`` (the console script) is the same as ``python -m vortonpy``;
+``vortonpy --help`` shows the examples (EXAMPLES below; each one is run by the tests).
 
-    python -m vortonpy list
-    python -m vortonpy run ball_through_smoke                      # -> out/ball_through_smoke/
-    python -m vortonpy run dye_drop --frames 200 --format gif --set deviation=2 --threads 2
-    python -m vortonpy run my_scene.toml --export ply,vtk --export-every 10
-    python -m vortonpy sweep drag.toml                             # a parameter sweep (vortonpy.sweep)
-
-``vortonpy`` (the console script) is the same as ``python -m vortonpy``.
+Each subcommand is a pair of functions: ``_setup_NAME(subparsers)`` adds its parser (and sets
+``func``), ``_cmd_NAME(args)`` runs it and returns the exit code; SUBCOMMANDS lists the setups.
 """
 from __future__ import annotations
 
@@ -16,34 +13,32 @@ import json
 import math
 import os
 import sys
+import textwrap
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-#: Frames each scene runs by default: the seeds' 300 where that fits in well under a
-#: minute on 2 cores (measured), fewer for the heavy jet; stratified 90 (3 s): the ball sinks
-#: to the interface and turns back in the first 1.5 s, then the finite layers slump into the
-#: unbounded ambient fluid (the light block rises as a whole and carries the ball up).
-DEFAULT_FRAMES = {
-    "ball_through_smoke": 300, "vortex_ring": 300, "jet_ring": 200, "vortex_tube": 300, "crossed_tubes": 300,
-    "spinning_ball": 300, "dye_drop": 300, "two_drops": 300, "stratified": 90, "hot_ball": 300,
-}
-FALLBACK_FRAMES = 200
-
-#: View and colouring of the animation per scene (scenes not named: x-z, density).
-SCENE_VIEW = {"spinning_ball": ("xy", "speed"), "hot_ball": ("xz", "temperature"), "vortex_tube": ("xy", "speed"),
-              "crossed_tubes": ("xz", "speed"), "vortex_ring": ("xz", "speed"), "jet_ring": ("xz", "speed")}
+#: The examples ``vortonpy --help`` shows (tests/test_cli.py runs every one, with few frames).
+EXAMPLES = (
+    ("vortonpy list", "the scenes"),
+    ("vortonpy params spinning_ball", "a scene's parameters, defaults and units"),
+    ("vortonpy run ball_through_smoke", "-> out/ball_through_smoke/"),
+    ("vortonpy run spinning_ball --set per_axis=12 --set viscosity=0.02", "change the scene and the Sim"),
+    ("vortonpy run dye_drop --frames 200 --format gif --threads 2", ""),
+    ("vortonpy run examples/my_scene.toml --export ply,vtk --export-every 10", "a scene file -> out/my_scene/"),
+)
 
 EXIT_OK, EXIT_USAGE, EXIT_SIM_FAILED = 0, 2, 3
 
 
-def _first_line(doc: Optional[str], width: int = 100) -> str:
-    """The first sentence of a docstring's first paragraph, on one line."""
-    para = " ".join((doc or "").strip().split("\n\n")[0].split()).replace("``", "")
-    end = para.find(". ")
-    text = para if end < 0 else para[: end + 1]
-    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+def _examples_text() -> str:
+    width = max(len(c) for c, _ in EXAMPLES)
+    return "examples:\n" + "\n".join(f"  {c:<{width}}  {'# ' + w if w else ''}".rstrip() for c, w in EXAMPLES)
+
+
+class UsageError(Exception):
+    """A command-line mistake: printed as ``vortonpy: error: ...``, exit code 2."""
 
 
 def _parse_value(text: str) -> Any:
@@ -62,11 +57,11 @@ def _parse_sets(items: List[str]) -> Dict[str, Any]:
     out = {}
     for item in items or []:
         if "=" not in item:
-            raise ValueError(f"--set expects key=value, got {item!r}")
+            raise UsageError(f"--set expects NAME=VALUE, got {item!r}")
         k, v = item.split("=", 1)
         k = k.strip()
         if not k.isidentifier():
-            raise ValueError(f"--set key must be a name, got {k!r}")
+            raise UsageError(f"--set NAME must be a name, got {k!r}")
         out[k] = _parse_value(v)
     return out
 
@@ -87,23 +82,164 @@ def _json_safe(x):
     return x
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vortonpy", description="Vortex-particle fluid simulation: run the seeds' scenes.")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("list", help="list the scenes")
+# ----------------------------------------------------------------------------- scenes
+class _Source:
+    """What ``run`` and ``params`` know about SCENE: a built-in scene's name or a .toml file."""
+
+    def __init__(self, text: str):
+        import vortonpy as vp
+        self.text = text
+        self.is_file = text.lower().endswith(".toml")
+        self.spec: Optional[Dict[str, Any]] = None
+        if self.is_file:
+            if not os.path.exists(text):
+                raise UsageError(f"{text}: no such file")
+            try:
+                self.spec = vp.scenes.read_toml(text)  # its [run] table: defaults for frames, view, ...
+            except ValueError as e:
+                raise UsageError(f"bad scene file: {e}") from None
+            # the output folder, animation and summary are named after the file
+            self.name = os.path.splitext(os.path.basename(text))[0]
+            self.title = self.spec.get("name", self.name)
+            base = self.spec.get("scene")
+            self.info = vp.scenes.SCENES[base["base"]].info if base else None
+            self.run_defaults = dict(self.spec.get("run", {}))
+        else:
+            if text not in vp.scenes.SCENES:
+                from .parameters import suggest
+                raise UsageError(f"unknown scene {text!r}{suggest(text, vp.scenes.SCENES)}; choose one of: "
+                                 f"{', '.join(vp.scenes.SCENES)} (or give a .toml scene file)")
+            self.name = self.title = text
+            self.info = vp.scenes.SCENES[text].info
+            self.run_defaults = dict(frames=self.info.frames, view=self.info.view, color=self.info.color)
+
+    def keywords(self) -> Tuple[str, ...]:
+        """The names --set takes for this scene."""
+        from .parameters import names
+        own: Tuple[str, ...] = tuple(p.name for p in self.info.parameters) if self.info else ()
+        if self.is_file and not self.info:
+            own = ("seed", "tracers")
+        return own + names()
+
+    def check_sets(self, overrides: Dict[str, Any]) -> None:
+        from .parameters import suggest
+        known = self.keywords()
+        for k in overrides:
+            if k not in known:
+                raise UsageError(f"--set {k}: {self.text} has no parameter {k!r}{suggest(k, known)} "
+                                 f"(see: vortonpy params {self.text})")
+
+    def build(self, overrides: Dict[str, Any]):
+        import vortonpy as vp
+        if self.is_file:
+            return vp.scenes.build(self.spec, **overrides)
+        return vp.scenes.SCENES[self.text](**overrides)
+
+
+# ----------------------------------------------------------------------------- list
+def _setup_list(sub) -> None:
+    p = sub.add_parser("list", help="list the scenes", description="List the built-in scenes: name, default "
+                       "frames and what each shows.")
+    p.set_defaults(func=_cmd_list)
+
+
+def _cmd_list(args=None, out=None) -> int:
+    import vortonpy as vp
+    out = out or sys.stdout
+    width = max(len(n) for n in vp.scenes.SCENES)
+    indent = " " * (width + 2)
+    for name, fn in vp.scenes.SCENES.items():
+        info = fn.info
+        text = textwrap.fill(info.description.replace("``", ""), width=max(60, _columns() - 1),
+                             initial_indent=indent, subsequent_indent=indent)
+        print(f"{name:<{width}}  {info.frames} frames\n{text}", file=out)
+    print("\nvortonpy params SCENE lists a scene's parameters; vortonpy run SCENE runs it.", file=out)
+    return EXIT_OK
+
+
+def _columns() -> int:
+    import shutil
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+# ----------------------------------------------------------------------------- params
+def _setup_params(sub) -> None:
+    p = sub.add_parser("params", help="list a scene's parameters (or the Sim's), with defaults and units",
+                       description="List the parameters SCENE takes with --set: the scene's own and the Sim "
+                                   "parameters it passes through, with their values, units and meanings. "
+                                   "Without SCENE: every Sim parameter with its default and valid values.")
+    p.add_argument("scene", metavar="SCENE", nargs="?", help="scene name or .toml scene file")
+    p.set_defaults(func=_cmd_params)
+
+
+def _table(rows: Sequence[Sequence[str]], out) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        print("  " + "  ".join(f"{c:<{w}}" for c, w in zip(r, widths)) + "  " + r[-1], file=out)
+
+
+def _cmd_params(args, out=None) -> int:
+    from .parameters import PARAMETERS, SEED, format_value
+    out = out or sys.stdout
+    if not args.scene:
+        print("Sim parameters (vortonpy.Sim keywords and attributes; --set NAME=VALUE):", file=out)
+        _table([("name", "default", "unit", "valid", "meaning")]
+               + [(p.name, format_value(p.python_default), p.unit or "-", "any int >= 0" if p is SEED else p.range,
+                   p.doc) for p in PARAMETERS + (SEED,)], out)
+        print("Units are simulation units; temperature is relative (the ambient fluid is 1).", file=out)
+        return EXIT_OK
+    src = _Source(args.scene)
+    sim_values: Dict[str, Any] = {}
+    if src.is_file:
+        print(f"{src.text}: {src.spec.get('description') or src.title}", file=out)
+        sim_values = dict(src.spec.get("sim", {}))
+        if src.info:
+            base = src.spec["scene"]
+            print(f"\nParameters of its base scene {src.info.name} (--set NAME=VALUE):", file=out)
+            _table([("name", "value", "unit", "meaning")]
+                   + [(p.name, format_value(base.get(p.name, p.default)), p.unit or "-", p.doc)
+                      for p in src.info.parameters], out)
+        else:
+            print("\nScene file parameters (--set NAME=VALUE):", file=out)
+            _table([("name", "value", "unit", "meaning"),
+                    ("seed", format_value(src.spec.get("seed", 0)), "-", "seed of the noise and tracer placement"),
+                    ("tracers", "(the file's)", "-", "total tracers, shared among the [[tracers]] blocks")], out)
+    else:
+        import vortonpy as vp
+        info = src.info
+        text = f"{info.name}: {info.description}".replace("``", "")
+        print(textwrap.fill(text, width=max(60, _columns() - 1)), file=out)
+        print(f"\nScene parameters (vortonpy run {info.name} --set NAME=VALUE):", file=out)
+        _table([("name", "default", "unit", "meaning")]
+               + [(p.name, format_value(p.default), p.unit or "-", p.doc) for p in info.parameters], out)
+        sim_values = vp.scenes.SCENES[info.name].spec()["sim"]
+    print("\nSim parameters (* set by this scene, the others at Sim's default):", file=out)
+    _table([("", "name", "value", "unit", "meaning")]
+           + [("*" if p.name in sim_values else "", p.name, format_value(sim_values.get(p.name, p.python_default)),
+               p.unit or "-", p.doc) for p in PARAMETERS], out)
+    print("Units are simulation units; temperature is relative (the ambient fluid is 1).", file=out)
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- run
+def _setup_run(sub) -> None:
     r = sub.add_parser("run", help="run a scene and write animation, plots and summary.json",
                        description="Run SCENE (a name from 'vortonpy list' or a .toml scene file) and write into "
-                                   "--out: the animation, plots and summary.json.")
+                                   "--out: the animation, plots and summary.json.",
+                       epilog=_examples_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("scene", metavar="SCENE", help="scene name or path to a .toml scene file")
     r.add_argument("--frames", type=int, default=None, help="simulation steps (default: per scene, mostly 300)")
-    r.add_argument("--out", default=None, help="output directory (default out/SCENE)")
+    r.add_argument("--out", default=None, help="output directory (default out/SCENE, SCENE a name or the file's "
+                   "name without .toml)")
     r.add_argument("--threads", type=int, default=None, help="OpenMP threads (default: all cores)")
     r.add_argument("--solver", choices=("direct", "tree", "poisson", "auto"), default=None, help="velocity solver")
     r.add_argument("--format", choices=("mp4", "gif"), default="mp4",
                    help="animation format (default mp4; falls back to gif when ffmpeg does not work)")
     r.add_argument("--no-animation", action="store_true", help="only simulate, plot and summarise")
-    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="scene or Sim keyword override, e.g. --set vortons=1024 --set viscosity=0.02 (repeatable)")
+    r.add_argument("--no-plots", action="store_true", help="write no plots (the animation and summary.json only)")
+    r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a scene or Sim parameter (see 'vortonpy params SCENE'), e.g. --set viscosity=0.02 "
+                        "(repeatable)")
     r.add_argument("--steps-per-frame", type=int, default=None,
                    help="simulation steps per animation frame (default 1, or the scene file's [run] value)")
     r.add_argument("--fps", type=float, default=None,
@@ -116,63 +252,10 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--export-every", type=int, default=10, metavar="K", help="steps between exported frames")
     r.add_argument("--progress", dest="progress", action="store_true", default=None, help="force a progress bar")
     r.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    _add_sweep_parser(sub)
-    return p
-
-
-def _add_sweep_parser(sub) -> None:
-    s = sub.add_parser("sweep", help="run a parameter sweep described in a TOML file (on Dask)",
-                       description="Run the sweep FILE.toml describes (a scene, a grid of parameters, frames and "
-                                   "measures; see vortonpy.sweep.read_toml), on a Dask LocalCluster unless --client "
-                                   "says otherwise, and write one row per run to a CSV or Parquet table. Each run's "
-                                   "result is kept under --out as it finishes: running it again resumes. "
-                                   "Needs: pip install \"vortonpy[sweep]\".")
-    s.add_argument("file", metavar="FILE.toml", help="the sweep file")
-    s.add_argument("--frames", type=int, default=None, help="frames each run steps (default: the file's)")
-    s.add_argument("--out", default=None, help="folder of per-run results (default: the file's out, else out/NAME)")
-    s.add_argument("--results", default=None, help="table to write, .csv or .parquet (default OUT/results.csv)")
-    s.add_argument("--client", default=None, help="Dask scheduler address (tcp://host:8786) or 'serial' "
-                                                   "(default: a LocalCluster on this machine)")
-    s.add_argument("--workers", type=int, default=None, help="LocalCluster workers (default cores // threads per run)")
-    s.add_argument("--threads-per-run", type=int, default=None, help="OpenMP threads of each run (default 1)")
-    s.add_argument("--retry-failed", action="store_true", help="run again the runs that failed before")
-    s.add_argument("--progress", dest="progress", action="store_true", default=None, help="force a progress bar")
-    s.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-
-
-def _load_scene(spec: str, overrides: Dict[str, Any]):
-    import vortonpy as vp
-    if spec.lower().endswith(".toml"):
-        loader = getattr(vp.scenes, "from_toml", None)
-        if loader is None:
-            raise LookupError(f"{spec}: this vortonpy cannot read .toml scene files (vortonpy.scenes.from_toml "
-                              "is missing); run a named scene instead (see 'vortonpy list')")
-        if not os.path.exists(spec):
-            raise LookupError(f"{spec}: no such file")
-        reader = getattr(vp.scenes, "read_toml", None)
-        if reader is None:
-            name = os.path.splitext(os.path.basename(spec))[0]
-            return name, loader(spec, **overrides), {}
-        scene = reader(spec)  # the file's [run] table gives defaults for frames, view, colour, ...
-        return scene["name"], vp.scenes.build(scene, **overrides), dict(scene.get("run", {}))
-    if spec not in vp.scenes.SCENES:
-        raise LookupError(f"unknown scene {spec!r}; choose one of: {', '.join(vp.scenes.SCENES)} "
-                          "(or give a .toml file)")
-    return spec, vp.scenes.SCENES[spec](**overrides), {}
-
-
-def _cmd_list(out=None) -> int:
-    import vortonpy as vp
-    out = out or sys.stdout
-    width = max(len(n) for n in vp.scenes.SCENES)
-    for name, fn in vp.scenes.SCENES.items():
-        frames = DEFAULT_FRAMES.get(name, FALLBACK_FRAMES)
-        print(f"{name:<{width}}  {frames:>4} frames  {_first_line(fn.__doc__)}", file=out)
-    return EXIT_OK
+    r.set_defaults(func=_cmd_run)
 
 
 def _cmd_run(args) -> int:
-    import vortonpy as vp
     from . import plot
     from .animate import animate, ffmpeg_works
     from .export import export_frame
@@ -181,46 +264,46 @@ def _cmd_run(args) -> int:
         overrides = _parse_sets(args.set)
         size = tuple(int(x) for x in args.size.lower().split("x"))
         if len(size) != 2 or min(size) < 8:
-            raise ValueError(f"--size must be WIDTHxHEIGHT, got {args.size!r}")
-        export_formats = [f.strip().lower() for f in args.export.split(",") if f.strip()]
-        bad = [f for f in export_formats if f not in ("ply", "vtk")]
-        if bad:
-            raise ValueError(f"--export formats must be ply and/or vtk, got {bad}")
-        if args.export_every < 1 or (args.steps_per_frame is not None and args.steps_per_frame < 1):
-            raise ValueError("--export-every and --steps-per-frame must be >= 1")
-        if args.frames is not None and args.frames < 1:
-            raise ValueError("--frames must be >= 1")
-    except ValueError as e:
-        print(f"vortonpy: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+            raise ValueError
+    except ValueError:
+        return _usage(f"--size must be WIDTHxHEIGHT, got {args.size!r}")
+    except UsageError as e:
+        return _usage(e)
+    export_formats = [f.strip().lower() for f in args.export.split(",") if f.strip()]
+    bad = [f for f in export_formats if f not in ("ply", "vtk")]
+    if bad:
+        return _usage(f"--export formats must be ply and/or vtk, got {bad}")
+    if args.export_every < 1 or (args.steps_per_frame is not None and args.steps_per_frame < 1):
+        return _usage("--export-every and --steps-per-frame must be >= 1")
+    if args.frames is not None and args.frames < 1:
+        return _usage("--frames must be >= 1")
+    if args.fps is not None and not args.fps > 0:
+        return _usage(f"--fps must be positive, got {args.fps}")
+    try:
+        src = _Source(args.scene)
+        src.check_sets(overrides)
+    except UsageError as e:
+        return _usage(e)
     if args.threads is not None:
         overrides.setdefault("threads", args.threads)
     if args.solver is not None:
         overrides.setdefault("solver", args.solver)
     try:
-        name, sim, run_defaults = _load_scene(args.scene, overrides)
-    except LookupError as e:
-        print(f"vortonpy: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        sim = src.build(overrides)
     except (TypeError, ValueError) as e:
-        print(f"vortonpy: error: bad scene settings for {args.scene}: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage(f"bad scene settings for {args.scene}: {e}")
+    name, run_defaults = src.title, src.run_defaults
 
-    steps = args.frames or run_defaults.get("frames") or DEFAULT_FRAMES.get(name, FALLBACK_FRAMES)
+    steps = args.frames or run_defaults.get("frames") or 200
     spf = args.steps_per_frame or run_defaults.get("steps_per_frame", 1)
     if args.fps is None:
         args.fps = float(run_defaults.get("fps", 30.0))
-    elif not args.fps > 0:
-        print(f"vortonpy: error: --fps must be positive, got {args.fps}", file=sys.stderr)
-        return EXIT_USAGE
     frames = max(1, steps // spf)
     steps = frames * spf
-    out = args.out or os.path.join("out", name)
+    out = args.out or os.path.join("out", src.name)
     os.makedirs(out, exist_ok=True)
-    view, color = SCENE_VIEW.get(name, ("xz", "density"))
-    view, color = run_defaults.get("view", view), run_defaults.get("color", color)
-    view = args.view or view
-    color = args.color or color
+    view = args.view or run_defaults.get("view", "xz")
+    color = args.color or run_defaults.get("color", "density")
     if color in ("none", "smoke"):
         color = None
 
@@ -263,7 +346,7 @@ def _cmd_run(args) -> int:
             if fmt == "mp4" and not ffmpeg_works():
                 print("vortonpy: ffmpeg (imageio-ffmpeg) does not work here; writing a GIF instead", file=log)
                 fmt = "gif"
-            anim_path = os.path.join(out, f"{name}.{fmt}")
+            anim_path = os.path.join(out, f"{src.name}.{fmt}")
             animate(sim, frames, anim_path, steps_per_frame=spf, view=view, color=color, fps=args.fps, size=size,
                     progress=args.progress, history=hist, callback=export_cb if export_formats else None,
                     title=name)
@@ -283,7 +366,30 @@ def _cmd_run(args) -> int:
         sim_ms_per_frame=float(np.nanmean(hist.step_ms[1:])) if done else None,
         animation=os.path.basename(anim_path) if anim_path and os.path.exists(anim_path) else None,
         error=error)
-    plots = {}
+    summary["plots"] = {} if args.no_plots else _write_plots(sim, hist, name, out, view, color, done, summary, log)
+    try:
+        diag = sim.diagnostics()
+    except Exception as e:
+        diag = {"error": str(e)}
+    summary["final_diagnostics"] = diag
+    summary["bodies"] = [dict(position=b.position, velocity=b.velocity, angular_velocity=b.angular_velocity,
+                              temperature=b.temperature, radius=b.radius, mass=b.mass, fixed=b.fixed)
+                         for b in sim.bodies]
+    if exported:
+        summary["exported_files"] = len(exported)
+    with open(os.path.join(out, "summary.json"), "w") as fh:
+        json.dump(_json_safe(summary), fh, indent=2)
+    msg = f"vortonpy: {done} frames in {wall:.1f} s ({summary['ms_per_frame'] or float('nan'):.1f} ms/frame)"
+    if "cd" in summary:
+        msg += f", fitted Cd = {summary['cd']:.3g}"
+    print(msg + f"; wrote {out}", file=log)
+    return EXIT_SIM_FAILED if error else EXIT_OK
+
+
+def _write_plots(sim, hist, name, out, view, color, done, summary, log) -> Dict[str, str]:
+    """The run's figures into out; returns {kind: file}.  The drag fit goes into summary."""
+    from . import plot
+    plots: Dict[str, str] = {}
     free = [b for b, fixed in enumerate(hist.body_fixed) if not fixed]
     try:
         if free and done >= 1:
@@ -313,24 +419,28 @@ def _cmd_run(args) -> int:
     except Exception as e:  # a plot must not lose the run's summary
         summary["plot_error"] = f"{type(e).__name__}: {e}"
         print(f"vortonpy: plotting failed: {e}", file=log)
-    summary["plots"] = plots
-    try:
-        diag = sim.diagnostics()
-    except Exception as e:
-        diag = {"error": str(e)}
-    summary["final_diagnostics"] = diag
-    summary["bodies"] = [dict(position=b.position, velocity=b.velocity, angular_velocity=b.angular_velocity,
-                              temperature=b.temperature, radius=b.radius, mass=b.mass, fixed=b.fixed)
-                         for b in sim.bodies]
-    if exported:
-        summary["exported_files"] = len(exported)
-    with open(os.path.join(out, "summary.json"), "w") as fh:
-        json.dump(_json_safe(summary), fh, indent=2)
-    msg = f"vortonpy: {done} frames in {wall:.1f} s ({summary['ms_per_frame'] or float('nan'):.1f} ms/frame)"
-    if "cd" in summary:
-        msg += f", fitted Cd = {summary['cd']:.3g}"
-    print(msg + f"; wrote {out}", file=log)
-    return EXIT_SIM_FAILED if error else EXIT_OK
+    return plots
+
+
+def _setup_sweep(sub) -> None:
+    s = sub.add_parser("sweep", help="run a parameter sweep described in a TOML file (on Dask)",
+                       description="Run the sweep FILE.toml describes (a scene, a grid of parameters, frames and "
+                                   "measures; see vortonpy.sweep.read_toml), on a Dask LocalCluster unless --client "
+                                   "says otherwise, and write one row per run to a CSV or Parquet table. Each run's "
+                                   "result is kept under --out as it finishes: running it again resumes. "
+                                   "Needs: pip install \"vortonpy[sweep]\".")
+    s.add_argument("file", metavar="FILE.toml", help="the sweep file")
+    s.add_argument("--frames", type=int, default=None, help="frames each run steps (default: the file's)")
+    s.add_argument("--out", default=None, help="folder of per-run results (default: the file's out, else out/NAME)")
+    s.add_argument("--results", default=None, help="table to write, .csv or .parquet (default OUT/results.csv)")
+    s.add_argument("--client", default=None, help="Dask scheduler address (tcp://host:8786) or 'serial' "
+                                                   "(default: a LocalCluster on this machine)")
+    s.add_argument("--workers", type=int, default=None, help="LocalCluster workers (default cores // threads per run)")
+    s.add_argument("--threads-per-run", type=int, default=None, help="OpenMP threads of each run (default 1)")
+    s.add_argument("--retry-failed", action="store_true", help="run again the runs that failed before")
+    s.add_argument("--progress", dest="progress", action="store_true", default=None, help="force a progress bar")
+    s.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    s.set_defaults(func=_cmd_sweep)
 
 
 def _cmd_sweep(args) -> int:
@@ -359,22 +469,39 @@ def _cmd_sweep(args) -> int:
     return EXIT_SIM_FAILED if len(bad) else EXIT_OK
 
 
+def _usage(message) -> int:
+    print(f"vortonpy: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+#: Each adds one subcommand to the parser (see the module's docstring).
+SUBCOMMANDS: Tuple[Callable[[Any], None], ...] = (_setup_list, _setup_params, _setup_run, _setup_sweep)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    p = argparse.ArgumentParser(prog="vortonpy", description="Vortex-particle fluid simulation: run the seeds' "
+                                "scenes, or your own scene files.", epilog=_examples_text(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"vortonpy {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for setup in SUBCOMMANDS:
+        setup(sub)
+    return p
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of ``python -m vortonpy`` and the ``vortonpy`` script; returns the exit code
     (0 success, 2 bad usage, 3 the simulation failed part-way; what it recorded is still written)."""
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse exits on --help and on errors
+    except SystemExit as e:  # argparse exits on --help, --version and on errors
         return int(e.code or 0)
-    if args.command == "list":
-        return _cmd_list()
-    if args.command == "run":
-        return _cmd_run(args)
-    if args.command == "sweep":
-        return _cmd_sweep(args)
-    parser.print_help()
-    return EXIT_USAGE
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return EXIT_USAGE
+    return args.func(args)
 
 
 if __name__ == "__main__":

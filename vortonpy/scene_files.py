@@ -73,15 +73,16 @@ Anything wrong in a file raises ``ValueError`` naming the key (``vortons[1].core
 """
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Union
 
 import numpy as np
 
-from ._sim import _PARAM_NAMES, RigidBody, Sim
+from . import _shapes as S
+from . import parameters as _parameters
+from ._sim import RigidBody, Sim
 
 if sys.version_info >= (3, 11):
     import tomllib as _toml
@@ -93,7 +94,9 @@ __all__ = ["from_toml", "read_toml", "build", "to_toml", "scene_spec", "dumps_to
 #: Version of the scene-file format this vortonpy reads and writes.
 FORMAT_VERSION = 1
 
-SIM_KEYS = frozenset(_PARAM_NAMES) | {"gravity", "solver", "threads", "grid_max_points", "seed"}
+#: Keys of the [sim] table: the Sim keywords (every parameter, and seed: the emitters'
+#: random numbers).
+SIM_KEYS = frozenset(_parameters.sim_keywords())
 TOP_KEYS = ("format", "name", "description", "seed", "scene", "sim", "run", "vortons", "tracers", "bodies",
             "emitters")
 RUN_KEYS = {"frames": "int", "steps_per_frame": "int", "view": "str", "color": "str", "fps": "pos"}
@@ -133,6 +136,21 @@ TRACER_KINDS: Dict[str, Dict[str, tuple]] = {
 REGION_SHAPES = {"sphere": ("center", "radius"), "box": ("lo", "hi"), "halfspace": ("axis", "below", "above")}
 _AXES = {"x": 0, "y": 1, "z": 2, 0: 0, 1: 1, 2: 2}
 
+# The built-in scenes by name (vortonpy.scenes registers each as it defines it), for the
+# [scene] base form and scene_spec.
+_BUILTIN: Dict[str, Callable[..., Sim]] = {}
+
+
+def register_scene(name: str, fn: Callable[..., Sim]) -> None:
+    """Make ``fn`` (a scene function with ``.spec`` and ``.info``) known as ``name``."""
+    _BUILTIN[name] = fn
+
+
+def _unknown(where: str, key, expected, what: str = "unknown key") -> ValueError:
+    expected = list(expected)
+    hint = _parameters.suggest(str(key), expected) or f" (expected one of: {', '.join(map(str, expected))})"
+    return _bad(where, f"{what}{hint}")
+
 
 # ----------------------------------------------------------------------------- checking
 def _bad(where: str, msg: str) -> ValueError:
@@ -140,7 +158,7 @@ def _bad(where: str, msg: str) -> ValueError:
 
 
 def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
 def _check(where: str, kind: str, v):
@@ -153,9 +171,11 @@ def _check(where: str, kind: str, v):
         if not _is_num(v) or not math.isfinite(v) or v < 0 or (kind == "pos" and v == 0):
             raise _bad(where, f"must be a {'positive' if kind == 'pos' else 'non-negative'} number, got {v!r}")
         return float(v)
-    if kind in ("int", "count"):
-        if isinstance(v, bool) or not isinstance(v, int) or (kind == "count" and v < 0):
-            raise _bad(where, f"must be a{' non-negative' if kind == 'count' else 'n'} integer, got {v!r}")
+    if kind in ("int", "count", "posint"):
+        low = {"int": None, "count": 0, "posint": 1}[kind]
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or (low is not None and v < low):
+            words = {"int": "an integer", "count": "a non-negative integer", "posint": "a positive integer"}[kind]
+            raise _bad(where, f"must be {words}, got {v!r}")
         return int(v)
     if kind == "str":
         if not isinstance(v, str):
@@ -166,6 +186,8 @@ def _check(where: str, kind: str, v):
             raise _bad(where, f"must be true or false, got {v!r}")
         return v
     if kind in ("vec3", "dir3"):
+        if isinstance(v, np.ndarray):
+            v = v.tolist()
         if not isinstance(v, (list, tuple)) or len(v) != 3 or not all(_is_num(x) and math.isfinite(x) for x in v):
             raise _bad(where, f"must be a list of 3 finite numbers, got {v!r}")
         out = [float(x) for x in v]
@@ -206,7 +228,7 @@ def _check_region(where: str, r) -> Dict[str, Any]:
     allowed = set(REGION_SHAPES[shape]) | {"shape", "density"}
     for k in r:
         if k not in allowed:
-            raise _bad(f"{where}.{k}", f"unknown key for a {shape} region (expected {', '.join(sorted(allowed))})")
+            raise _unknown(f"{where}.{k}", k, sorted(allowed), f"unknown key for a {shape} region")
     if "density" not in r:
         raise _bad(f"{where}.density", "missing")
     out: Dict[str, Any] = {"shape": shape, "density": _check(f"{where}.density", "num", r["density"])}
@@ -241,7 +263,7 @@ def _check_block(where: str, block, kinds: Dict[str, Dict[str, tuple]]) -> Dict[
         if k == "kind":
             continue
         if k not in schema:
-            raise _bad(f"{where}.{k}", f"unknown key for kind {kind!r} (expected one of: {', '.join(schema)})")
+            raise _unknown(f"{where}.{k}", k, schema, f"unknown key for kind {kind!r}")
         out[k] = _check(f"{where}.{k}", schema[k][0], v)
     for k, (_, default) in schema.items():
         if k not in out:
@@ -278,7 +300,7 @@ def _check_body(where: str, b) -> Dict[str, Any]:
     out = {}
     for k, v in b.items():
         if k not in kinds:
-            raise _bad(f"{where}.{k}", f"unknown key (expected one of: {', '.join(BODY_KEYS)})")
+            raise _unknown(f"{where}.{k}", k, BODY_KEYS)
         if kinds[k] == "quat":
             if not isinstance(v, list) or len(v) != 4 or not all(_is_num(x) for x in v) or not any(v):
                 raise _bad(f"{where}.{k}", f"must be a non-zero quaternion [w, x, y, z], got {v!r}")
@@ -300,7 +322,7 @@ def _check_emitter(where: str, e) -> Dict[str, Any]:
     out = {}
     for k, v in e.items():
         if k not in kinds:
-            raise _bad(f"{where}.{k}", f"unknown key (expected one of: {', '.join(EMITTER_KEYS)})")
+            raise _unknown(f"{where}.{k}", k, EMITTER_KEYS)
         out[k] = _check(f"{where}.{k}", kinds[k], v)
     for k in ("center", "half_size"):
         if k not in out:
@@ -311,29 +333,36 @@ def _check_emitter(where: str, e) -> Dict[str, Any]:
 
 
 def _check_sim_table(where: str, t) -> Dict[str, Any]:
+    """Check the types of a [sim] table against the parameter table (the ranges are the
+    core's to check, when the Sim is made)."""
     if not isinstance(t, dict):
         raise _bad(where, "must be a table")
     out = {}
     for k, v in t.items():
+        at = f"{where}.{k}"
         if k not in SIM_KEYS:
-            raise _bad(f"{where}.{k}", f"unknown Sim parameter (expected one of: {', '.join(sorted(SIM_KEYS))})")
-        if k == "gravity":
-            out[k] = _check(f"{where}.{k}", "vec3", v)
-        elif k == "solver":
-            if v not in ("direct", "tree", "poisson", "auto"):
-                raise _bad(f"{where}.{k}", f'must be "direct", "tree", "poisson" or "auto", got {v!r}')
+            raise _unknown(at, k, sorted(SIM_KEYS), "unknown Sim parameter")
+        if k == "seed":
+            out[k] = _check(at, "int", v)
+            continue
+        p = _parameters.get(k)
+        if p.type == "vec3":
+            out[k] = _check(at, "vec3", v)
+        elif p.type == "enum":
+            if v not in p.choices:
+                raise _bad(at, f"must be {p.range}, got {v!r}{_parameters.suggest(str(v), p.choices)}")
             out[k] = v
-        elif k == "threads":
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise _bad(f"{where}.{k}", f"must be a positive integer, got {v!r}")
+        elif p.type == "bool":
+            if not isinstance(v, bool) and v not in (0, 1):
+                raise _bad(at, f"must be true or false, got {v!r}")
+            out[k] = bool(v)
+        elif k == "threads" and v is None:
             out[k] = v
-        elif k == "seed":
-            out[k] = _check(f"{where}.{k}", "int", v)
-        elif isinstance(v, bool) and k in ("stretch", "baroclinic", "rollback", "overlap"):
-            out[k] = int(v)
+        elif p.type == "int":
+            out[k] = _check(at, "int", v) if not (_is_num(v) and float(v).is_integer()) else int(v)
         else:
             if not _is_num(v) or math.isnan(v):
-                raise _bad(f"{where}.{k}", f"must be a number, got {v!r}")
+                raise _bad(at, f"must be a number, got {v!r}")
             out[k] = v
     return out
 
@@ -345,7 +374,8 @@ def validate(data: Dict[str, Any], source: str = "scene") -> Dict[str, Any]:
         raise ValueError(f"{source}: a scene must be a table")
     for k in data:
         if k not in TOP_KEYS:
-            raise ValueError(f"{source}: unknown top-level key {k!r} (expected: {', '.join(TOP_KEYS)})")
+            hint = _parameters.suggest(str(k), TOP_KEYS) or f" (expected: {', '.join(TOP_KEYS)})"
+            raise ValueError(f"{source}: unknown top-level key {k!r}{hint}")
     fmt = data.get("format", FORMAT_VERSION)
     if fmt != FORMAT_VERSION:
         raise ValueError(f"{source}: format: this vortonpy reads scene format {FORMAT_VERSION}, got {fmt!r}")
@@ -361,7 +391,7 @@ def validate(data: Dict[str, Any], source: str = "scene") -> Dict[str, Any]:
     out["run"] = {}
     for k, v in run.items():
         if k not in RUN_KEYS:
-            raise _bad(f"run.{k}", f"unknown key (expected one of: {', '.join(RUN_KEYS)})")
+            raise _unknown(f"run.{k}", k, RUN_KEYS)
         v = _check(f"run.{k}", RUN_KEYS[k], v)
         if k in ("frames", "steps_per_frame") and v < 1:
             raise _bad(f"run.{k}", f"must be >= 1, got {v}")
@@ -374,13 +404,12 @@ def validate(data: Dict[str, Any], source: str = "scene") -> Dict[str, Any]:
         sc = data["scene"]
         if not isinstance(sc, dict) or "base" not in sc:
             raise _bad("scene", 'must be a table with base = "<built-in scene name>"')
-        from .scenes import SCENES
-        if sc["base"] not in SCENES:
-            raise _bad("scene.base", f"unknown scene {sc['base']!r} (choose one of: {', '.join(SCENES)})")
-        params = set(inspect.signature(SCENES[sc["base"]]).parameters) - {"sim_kw"}
+        if sc["base"] not in _BUILTIN:
+            raise _unknown("scene.base", sc["base"], _BUILTIN, f"unknown scene {sc['base']!r}")
+        params = [p.name for p in _BUILTIN[sc["base"]].info.parameters]
         for k in sc:
             if k != "base" and k not in params:
-                raise _bad(f"scene.{k}", f"not a parameter of {sc['base']} (expected one of: {', '.join(sorted(params))})")
+                raise _unknown(f"scene.{k}", k, params, f"not a parameter of {sc['base']}")
         out["scene"] = dict(sc)
     for table, kinds in (("vortons", VORTON_KINDS), ("tracers", TRACER_KINDS)):
         blocks = data.get(table, [])
@@ -448,7 +477,6 @@ def _lattice_spacing(block, volume: float) -> float:
 
 
 def _add_vortons(sim: Sim, where: str, b, rng) -> None:
-    from . import scenes as S
     kind = b["kind"]
     if kind == "box":
         lo, hi = np.asarray(b["lo"]), np.asarray(b["hi"])
@@ -468,7 +496,7 @@ def _add_vortons(sim: Sim, where: str, b, rng) -> None:
         sim.add_vortons(p, w, r, b["density"])
         return
     elif kind == "tube":
-        p, w, r = S._tube(b["center"], b["direction"], b["length"], b["core"], b["circulation"],
+        p, w, r = S.tube_vortons(b["center"], b["direction"], b["length"], b["core"], b["circulation"],
                           b.get("spacing") or b["core"] / 2)
         sim.add_vortons(p, w, r, b["density"])
         return
@@ -479,16 +507,15 @@ def _add_vortons(sim: Sim, where: str, b, rng) -> None:
         return
     if len(p) == 0:
         raise _bad(where, "holds no lattice points: the spacing is larger than the region")
-    w = S._noise(rng, len(p), b["noise"]) if b["noise"] else np.zeros_like(p)
+    w = S.noise(rng, len(p), b["noise"]) if b["noise"] else np.zeros_like(p)
     w = w + np.asarray(b["vorticity"])
     sim.add_vortons(p, w, r, _apply_density(p, b))
 
 
 def _tracer_points(b, rng) -> np.ndarray:
-    from . import scenes as S
     kind, n = b["kind"], b.get("count", 0)
     if kind == "box":
-        return S._tracers_in_box(rng, b["lo"], b["hi"], n)
+        return S.points_in_box(rng, b["lo"], b["hi"], n)
     if kind == "ball":
         t = rng.normal(size=(n, 3))
         t *= (b["radius"] * rng.random(n) ** (1 / 3) / np.linalg.norm(t, axis=1))[:, None]
@@ -529,51 +556,63 @@ def _scale_tracers(blocks: List[Dict[str, Any]], total: int) -> List[Dict[str, A
 def build(spec: Dict[str, Any], **overrides) -> Sim:
     """Build the :class:`Sim` a (checked or raw) scene dict describes.
 
-    ``overrides``: any ``Sim`` keyword (``viscosity=0.02``, ``threads=2``, ...) replaces the
+    ``overrides``: any ``Sim`` parameter (``viscosity=0.02``, ``threads=2``, ...) replaces the
     ``[sim]`` value; ``seed`` the file's seed; ``tracers=N`` shares N tracers among the
     ``[[tracers]]`` blocks in proportion to their counts (0 drops them); for a file with a
     ``[scene] base``, other keywords are that scene's parameters.  An unknown keyword raises
-    ``TypeError``."""
+    ``TypeError`` naming the nearest valid one."""
     spec = validate(spec, source=str(spec.get("name", "scene")) if isinstance(spec, dict) else "scene")
-    sim_kw = dict(spec.get("sim", {}))
-    seed = spec.get("seed", 0)
+    spec["sim"] = dict(spec["sim"])
     base = spec.get("scene")
-    scene_kw = {k: v for k, v in (base or {}).items() if k != "base"}
+    if base is not None:
+        spec["scene"] = dict(base)
     tracer_total = None
     for k, v in overrides.items():
-        if k in SIM_KEYS and not (base and k == "seed"):
-            sim_kw[k] = v
+        if k in _parameters.names():
+            spec["sim"][k] = v
         elif k == "seed":
-            seed = v
-            scene_kw["seed"] = v
+            if base is not None:
+                spec["scene"]["seed"] = v
+            else:
+                spec["seed"] = _check("seed", "int", v)
         elif base is not None:
-            scene_kw[k] = v
+            spec["scene"][k] = v
         elif k == "tracers":
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise ValueError(f"tracers must be a non-negative integer, got {v!r}")
             tracer_total = int(v)
         else:
-            raise TypeError(f"unknown override {k!r}: expected a Sim parameter ({', '.join(sorted(SIM_KEYS))}), "
-                            "seed or tracers")
+            expected = list(_parameters.names()) + ["seed", "tracers"]
+            hint = _parameters.suggest(k, expected) or ": expected a Sim parameter, seed or tracers"
+            raise TypeError(f"unknown override {k!r}{hint}")
+    if tracer_total is not None:
+        spec["tracers"] = _scale_tracers(spec.get("tracers", []), tracer_total)
+    return _build(spec)
+
+
+def _build(spec: Dict[str, Any], sim_errors_as_is: bool = False) -> Sim:
+    """Build a checked scene dict (``validate``'s form).  ``Sim()``'s own errors are raised as
+    they are with ``sim_errors_as_is``, else as ``ValueError`` under the key ``sim``."""
+    sim_kw = dict(spec.get("sim", {}))
+    base = spec.get("scene")
     if base is not None:
-        from .scenes import SCENES
-        sim = SCENES[base["base"]](**scene_kw, **sim_kw)
+        scene_kw = {k: v for k, v in base.items() if k != "base"}
+        sim = _BUILTIN[base["base"]](**scene_kw, **sim_kw)
     else:
         try:
             sim = Sim(**sim_kw)
         except (TypeError, ValueError) as e:
+            if sim_errors_as_is:
+                raise
             raise ValueError(f"sim: {e}") from None
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(spec.get("seed", 0))
     for i, b in enumerate(spec.get("vortons", [])):
         try:
             _add_vortons(sim, f"vortons[{i}]", b, _rng(b, rng))
         except (TypeError, ValueError) as e:
             msg = str(e)
             raise ValueError(msg if msg.startswith("vortons[") else f"vortons[{i}]: {msg}") from None
-    tracer_blocks = spec.get("tracers", [])
-    if tracer_total is not None:
-        tracer_blocks = _scale_tracers(tracer_blocks, tracer_total)
-    for i, b in enumerate(tracer_blocks):
+    for i, b in enumerate(spec.get("tracers", [])):
         t = _tracer_points(b, _rng(b, rng))
         if len(t):
             try:
@@ -651,146 +690,15 @@ def dumps_toml(spec: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _scene_params(name: str, params: Dict[str, Any]):
-    from .scenes import SCENES
-    if name not in SCENES:
-        raise ValueError(f"unknown scene {name!r}; choose one of: {', '.join(SCENES)}")
-    sig = inspect.signature(SCENES[name])
-    p = {k: v.default for k, v in sig.parameters.items() if v.default is not inspect.Parameter.empty}
-    sim_kw = {}
-    for k, v in params.items():
-        if k in p:
-            p[k] = v
-        elif k in SIM_KEYS:
-            sim_kw[k] = v
-        else:
-            raise TypeError(f"{name}() got an unexpected keyword argument {k!r}")
-    return p, sim_kw
-
-
-def _half(box):
-    return [-x / 2 for x in box], [x / 2 for x in box]
-
-
 def scene_spec(name: str, **params) -> Dict[str, Any]:
-    """A built-in scene (a name in ``vortonpy.scenes.SCENES``), with ``params`` applied, as a
-    scene dict of [[vortons]], [[tracers]], [[bodies]] and [[emitters]] blocks.  Building it
-    gives a simulation equivalent to ``vortonpy.scenes.NAME(**params)``: the same particles,
-    counts, bodies and parameters (the random noise and tracer positions are drawn anew)."""
-    from . import scenes as S
-    from .cli import DEFAULT_FRAMES, FALLBACK_FRAMES, SCENE_VIEW
-    p, sim_kw = _scene_params(name, params)
-    fn = S.SCENES[name]
-    doc = " ".join((fn.__doc__ or "").split())
-    spec: Dict[str, Any] = {"format": FORMAT_VERSION, "name": name, "description": doc, "seed": p.get("seed", 0)}
-    sim: Dict[str, Any] = {}
-    V: List[Dict[str, Any]] = []
-    T: List[Dict[str, Any]] = []
-    B: List[Dict[str, Any]] = []
-    E: List[Dict[str, Any]] = []
-    nt = p.get("tracers", 0)
-    if name in ("vortex_ring", "jet_ring"):
-        sim.update(viscosity=0.0 if name == "vortex_ring" else 0.01, gravity=[0.0, 0.0, 0.0])
-        if name == "vortex_ring":
-            V.append(dict(kind="ring", center=[0.0, 0.0, 0.0], ring_radius=p["ring_radius"], core=p["core"],
-                          circulation=p["circulation"], **({"spacing": p["spacing"]} if p["spacing"] else {})))
-            if nt:
-                T.append(dict(kind="ring", ring_radius=p["ring_radius"], spread=1.5 * p["core"], count=nt))
-        else:
-            for k in range(p["rings"]):
-                V.append(dict(kind="ring", center=[0.0, 0.0, -k * p["gap"]], ring_radius=p["ring_radius"],
-                              core=p["core"], circulation=p["circulation"]))
-            if nt:
-                L = (p["rings"] - 1) * p["gap"]
-                T.append(dict(kind="cylinder", center=[0.0, 0.0, -L / 2], radius=1.2 * p["ring_radius"], length=L,
-                              count=nt))
-    elif name == "vortex_tube":
-        sim.update(viscosity=0.01, gravity=[0.0, 0.0, 0.0])
-        c = p["core"]
-        V.append(dict(kind="tube", length=p["length"], core=c, circulation=p["circulation"],
-                      spacing=p["spacing"] or c / 2))
-        if nt:
-            L = p["length"]
-            T.append(dict(kind="box", lo=[-2 * c, -2 * c, -L / 4], hi=[2 * c, 2 * c, L / 4], count=nt))
-    elif name == "crossed_tubes":
-        sim.update(viscosity=0.01, gravity=[0.0, 0.0, 0.0])
-        s = p["separation"]
-        for center, d in (([0.0, 0.0, -s / 2], [1.0, 0.0, 0.0]), ([0.0, 0.0, s / 2], [0.0, 1.0, 0.0])):
-            V.append(dict(kind="tube", center=center, direction=d, length=p["length"], core=p["core"],
-                          circulation=p["circulation"], spacing=p["core"] / 2))
-        if nt:
-            T.append(dict(kind="box", lo=[-1.0, -1.0, -0.6], hi=[1.0, 1.0, 0.6], count=nt))
-    elif name == "ball_through_smoke":
-        sim.update(viscosity=0.01, gravity=[0.0, 0.0, -10.0])
-        lo, hi = _half([float(x) for x in p["box"]])
-        V.append(dict(kind="box", lo=lo, hi=hi, count=p["vortons"], noise=p["noise"]))
-        if nt:
-            T.append(dict(kind="box", lo=lo, hi=hi, count=nt))
-        B.append(dict(position=[lo[0], 0.0, 0.0], velocity=[p["speed"], 0.0, 0.0], radius=p["ball_radius"],
-                      mass=p["ball_mass"], gravity=False))
-    elif name == "spinning_ball":
-        sim.update(viscosity=0.01, gravity=[0.0, 0.0, -10.0])
-        V.append(dict(kind="box", lo=[-0.5] * 3, hi=[0.5] * 3, spacing=1.0 / p["per_axis"], noise=p["noise"]))
-        if nt:
-            T.append(dict(kind="box", lo=[-0.5] * 3, hi=[0.5] * 3, count=nt))
-        B.append(dict(position=[0.0, 0.0, 0.0], radius=p["ball_radius"], mass=p["ball_mass"], gravity=False,
-                      angular_impulse=[0.0, 0.0, p["torque"]]))
-    elif name == "dye_drop":
-        sim.update(viscosity=0.01)
-        L = 1.6 * p["drop_radius"]
-        V.append(dict(kind="box", lo=[-L] * 3, hi=[L] * 3, spacing=2 * L / p["per_axis"],
-                      regions=[dict(shape="sphere", center=[0.0, 0.0, 0.0], radius=p["drop_radius"],
-                                    density=p["deviation"])]))
-        if nt:
-            T.append(dict(kind="ball", radius=p["drop_radius"], count=nt, density=p["deviation"]))
-    elif name == "two_drops":
-        sim.update(viscosity=0.01)
-        off, dev, r = p["offset"], p["deviation"], p["drop_radius"]
-        lo = np.array([-1.2, -1.2, -off - 1.2])
-        h = float(np.min((-lo - lo) / np.asarray(p["per_axis"])))
-        V.append(dict(kind="box", lo=lo.tolist(), hi=(-lo).tolist(), spacing=h, regions=[
-            dict(shape="sphere", center=[0.0, 0.0, -off], radius=r, density=-dev),
-            dict(shape="sphere", center=[0.0, 0.0, off], radius=r, density=dev)]))
-        if nt:
-            T.append(dict(kind="ball", center=[0.0, 0.0, -off], radius=r, count=nt // 2, density=-dev))
-            T.append(dict(kind="ball", center=[0.0, 0.0, off], radius=r, count=nt - nt // 2, density=dev))
-    elif name == "stratified":
-        sim.update(viscosity=0.01)
-        dev = p["deviation"]
-        layers = dict(density=-dev, regions=[dict(shape="halfspace", axis="z", below=0.0, density=dev)])
-        V.append(dict(kind="box", lo=[-1.0] * 3, hi=[1.0] * 3, count=p["vortons"], **layers))
-        if nt:
-            T.append(dict(kind="box", lo=[-1.0] * 3, hi=[1.0] * 3, count=nt, **layers))
-        rho0 = float(sim_kw.get("ambient_density", 1.0))
-        B.append(dict(position=[0.0, 0.0, p["ball_height"]], radius=p["ball_radius"],
-                      mass=rho0 * 4 / 3 * np.pi * p["ball_radius"] ** 3))
-    elif name == "hot_ball":
-        dt = sim_kw.get("dt", 1 / 30)
-        sim.update(viscosity=0.01, vorton_lifetime=p["lifetime_frames"] * dt,
-                   tracer_lifetime=p["lifetime_frames"] * dt)
-        half = p["box"] / 2
-        h = (p["box"] ** 3 / p["vortons"]) ** (1 / 3)
-        V.append(dict(kind="box", lo=[-half] * 3, hi=[half] * 3, spacing=h, noise=p["noise"]))
-        if nt:
-            T.append(dict(kind="box", lo=[-half] * 3, hi=[half] * 3, count=nt))
-        E.append(dict(center=[0.0, 0.0, 0.0], half_size=[half] * 3, vorton_rate=p["vorton_rate"],
-                      tracer_rate=p["tracer_rate"], vorton_radius=S.radius_for_spacing(h), vorticity=p["noise"]))
-        B.append(dict(position=[0.0, 0.0, 0.0], radius=p["ball_radius"], fixed=True, temperature=p["temperature"],
-                      thermal_conductivity=0.2, heat_capacity=1e5))
-    else:  # a scene added later without a block description: fall back to the base form
-        spec["scene"] = dict(base=name, **{k: v for k, v in params.items() if k not in SIM_KEYS})
-    if name in ("jet_ring", "dye_drop", "two_drops", "spinning_ball", "hot_ball"):
-        sim.update(S.REMESH)  # these scenes remesh their vortons (see vortonpy.scenes.REMESH)
-    if name == "hot_ball":
-        sim.update(remesh_interval=10)  # its emitters keep adding unordered vortons
-    sim.update({k: (list(v) if isinstance(v, tuple) else v) for k, v in sim_kw.items()})
-    spec["sim"] = sim
-    view, color = SCENE_VIEW.get(name, ("xz", "density"))
-    spec["run"] = dict(frames=DEFAULT_FRAMES.get(name, FALLBACK_FRAMES), view=view, color=color)
-    for k, v in (("vortons", V), ("tracers", T), ("bodies", B), ("emitters", E)):
-        if v:
-            spec[k] = v
-    return spec
+    """A built-in scene (a name in ``vortonpy.scenes.SCENES``), with ``params`` applied (its
+    own parameters and Sim keywords), as a scene dict of [[vortons]], [[tracers]],
+    [[bodies]] and [[emitters]] blocks: the scene's own definition.  Building it gives the
+    same simulation as ``vortonpy.scenes.NAME(**params)``, particle for particle."""
+    if name not in _BUILTIN:
+        raise ValueError(f"unknown scene {name!r}{_parameters.suggest(name, _BUILTIN)}; "
+                         f"choose one of: {', '.join(_BUILTIN)}")
+    return _BUILTIN[name].spec(**params)
 
 
 def to_toml(scene: Union[str, Dict[str, Any]], path=None, **params) -> str:

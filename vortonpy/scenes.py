@@ -1,7 +1,15 @@
-"""The seeds' scenes, ready to step (physics.md section 3), plus classic vortex flows.
+"""The seeds' scenes, ready to step, plus classic vortex flows.
 
-Every function returns a :class:`vortonpy.Sim`; keyword overrides change the scene, and any
-extra keyword goes to ``Sim(...)`` (for example ``threads=1`` or ``solver="direct"``).
+Every scene is a function returning a :class:`vortonpy.Sim`; its keyword arguments change
+the scene, and any other keyword goes to ``Sim(...)`` (``threads=1``, ``solver="direct"``,
+``viscosity=0.02``, ...).  A misspelt keyword raises ``TypeError`` naming the nearest valid
+one.
+
+Each scene is defined once, here, as the blocks of a scene file (vortonpy.scene_files):
+``vp.scenes.dye_drop.spec(per_axis=12)`` is that description, ``vp.scenes.to_toml("dye_drop",
+path)`` writes it, and the command line reads ``vp.scenes.dye_drop.info`` (description,
+parameters with their defaults and units, frames, view) for ``vortonpy list`` and
+``vortonpy params dye_drop``.
 
 Particle sizing: vortons sit on a lattice of spacing h and get the core radius
 s = h (3 / 4 pi)^(1/3), so that their volumes 4/3 pi s^3 tile space exactly (V = h^3).  Then
@@ -11,14 +19,23 @@ volumes covered only 52% of space.
 """
 from __future__ import annotations
 
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Tuple
+
 import numpy as np
 
-from ._sim import RigidBody, Sim
+from . import parameters as _parameters
+from . import scene_files as _files
+from ._shapes import RADIUS_PER_SPACING, lattice, radius_for_spacing, ring_vortons
+from ._sim import Sim
+from .scene_files import build, dumps_toml, from_toml, read_toml, scene_spec, to_toml
 
 __all__ = ["vortex_ring", "jet_ring", "vortex_tube", "crossed_tubes", "ball_through_smoke", "spinning_ball",
-           "dye_drop", "two_drops", "stratified", "hot_ball", "SCENES", "lattice", "radius_for_spacing"]
-
-RADIUS_PER_SPACING = (3.0 / (4.0 * np.pi)) ** (1.0 / 3.0)
+           "dye_drop", "two_drops", "stratified", "hot_ball", "SCENES", "SceneInfo", "SceneParameter", "REMESH",
+           "lattice", "radius_for_spacing", "ring_vortons", "RADIUS_PER_SPACING", "from_toml", "to_toml", "read_toml",
+           "scene_spec", "build", "dumps_toml"]
 
 #: Scenes with strong stretching or sharp density fronts remesh their vortons onto a lattice
 #: every 20 frames (csrc/remesh.c) and use a velocity grid no finer than the vortons' spacing
@@ -29,294 +46,368 @@ RADIUS_PER_SPACING = (3.0 / (4.0 * np.pi)) ** (1.0 / 3.0)
 #: remesh_interval=0, grid_cells_per_vorton=4 to see the raw particle method.
 REMESH = dict(remesh_interval=20, remesh_threshold=0.05, grid_cells_per_vorton=1.0)
 
-
-def radius_for_spacing(h: float) -> float:
-    """Core radius whose sphere volume equals a lattice cell h^3."""
-    return h * RADIUS_PER_SPACING
+_NO_GRAVITY = dict(gravity=[0.0, 0.0, 0.0])
 
 
-def lattice(lo, hi, spacing: float) -> np.ndarray:
-    """Points of a cubic lattice with the given spacing, centred in the box [lo, hi], in the
-    simulation grid's memory order (x fastest, then y, then z), the order remeshing also
-    produces: consecutive vortons then read neighbouring grid nodes in the step's per-vorton
-    grid lookups (stretching, buoyancy, advection).  On a 1e5-vorton lattice, a whole step
-    was 1.10x faster than with z fastest (stretching 1.67x)."""
-    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
-    axes = []
-    for a in range(3):
-        n = max(1, int(np.floor((hi[a] - lo[a]) / spacing + 1e-9)))
-        c = 0.5 * (lo[a] + hi[a])
-        axes.append(c + (np.arange(n) - 0.5 * (n - 1)) * spacing)
-    g = np.meshgrid(*axes, indexing="ij")
-    return np.stack([x.ravel(order="F") for x in g], axis=1)
+@dataclass(frozen=True)
+class SceneParameter:
+    """One keyword argument of a scene: its default, unit (simulation units, ``""`` for a
+    count or a pure number), the values it takes (``kind``: ``"num"`` any finite number,
+    ``"pos"`` positive, ``"nonneg"``, ``"count"`` an integer >= 0, ``"vec3"`` three numbers;
+    ``None`` is also taken where it is the default) and a one-line meaning."""
+
+    name: str
+    default: Any
+    unit: str
+    kind: str
+    doc: str
 
 
-def _sim(defaults: dict, overrides: dict) -> Sim:
-    kw = dict(defaults)
-    kw.update(overrides)
-    return Sim(**kw)
+@dataclass(frozen=True)
+class SceneInfo:
+    """What the command line and the scene files read about a scene: its name, the first
+    paragraph of its docstring (``description``), its parameters, and how ``vortonpy run``
+    shows it (``frames`` steps, ``view`` projection, ``color`` of the smoke)."""
+
+    name: str
+    description: str
+    parameters: Tuple[SceneParameter, ...]
+    frames: int
+    view: str
+    color: str
+
+    def parameter(self, name: str) -> SceneParameter:
+        """The scene parameter ``name`` (``KeyError`` naming the nearest one if none)."""
+        for p in self.parameters:
+            if p.name == name:
+                return p
+        raise KeyError(f"{self.name} has no parameter {name!r}"
+                       f"{_parameters.suggest(name, [p.name for p in self.parameters])}")
+
+    def keywords(self) -> Tuple[str, ...]:
+        """Every keyword the scene takes: its own parameters, then the Sim parameters."""
+        return tuple(p.name for p in self.parameters) + _parameters.names()
 
 
-def _noise(rng, n, amplitude):
-    """Random-direction vorticity of the given magnitude ("vortex noise")."""
-    v = rng.normal(size=(n, 3))
-    v /= np.linalg.norm(v, axis=1, keepdims=True)
-    return amplitude * v
+#: name -> scene function, in the order ``vortonpy list`` shows them.
+SCENES: Dict[str, Callable[..., Sim]] = {}
+
+_SEED = SceneParameter("seed", 0, "", "int", "seed of the random vortex noise and tracer placement")
 
 
-def _tracers_in_box(rng, lo, hi, n):
-    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
-    return lo + (hi - lo) * rng.random((n, 3))
+def _plain(v):
+    """A value as the scene dicts hold it (TOML-writable): lists for tuples and arrays."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (tuple, list, np.ndarray)):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return v
 
 
-def ring_vortons(center=(0, 0, 0), ring_radius=1.0, core=0.2, circulation=1.0, spacing=None, extent=2.5,
-                 axis=2):
-    """Vortons of a ring with a Gaussian core w = G/(pi sg^2) exp(-rho^2/sg^2), sg = ``core``,
-    filling the torus out to ``extent`` core radii on a lattice (default spacing sg/2).
-    Returns (position, vorticity, radius); the ring travels along +``axis``."""
-    h = spacing or core / 2.0
-    R, rmax = ring_radius, extent * core
-    pts = lattice([-R - rmax] * 2 + [-rmax], [R + rmax] * 2 + [rmax], h)
-    rho_xy = np.hypot(pts[:, 0], pts[:, 1])
-    d = np.hypot(rho_xy - R, pts[:, 2])
-    keep = (d <= rmax) & (rho_xy > 0)
-    p = pts[keep]
-    rho_xy, d = rho_xy[keep], d[keep]
-    mag = circulation / (np.pi * core ** 2) * np.exp(-(d / core) ** 2)
-    # vorticity along +phi_hat (counter-clockwise seen from +z) drives the ring along +z
-    phi_hat = np.stack([-p[:, 1] / rho_xy, p[:, 0] / rho_xy, np.zeros(len(p))], axis=1)
-    w = mag[:, None] * phi_hat
-    perm = {2: [0, 1, 2], 0: [2, 0, 1], 1: [1, 2, 0]}[axis]
-    p, w = p[:, perm], w[:, perm]
-    return p + np.asarray(center, float), w, np.full(len(p), radius_for_spacing(h))
+def _description(doc: Optional[str]) -> str:
+    return " ".join(inspect.cleandoc(doc or "").split("\n\n")[0].split())
 
 
-def vortex_ring(ring_radius=1.0, core=0.2, circulation=1.0, spacing=None, tracers=20000, seed=0, **sim_kw) -> Sim:
+def scene(*, frames: int, view: str = "xz", color: str = "density", params: Dict[str, Tuple[str, str, str]]):
+    """Make a scene from a function returning its blocks.
+
+    The decorated function takes the scene's parameters (each documented in ``params`` as
+    ``name: (unit, kind, doc)``), and optionally ``sim``: the Sim keywords in effect (the
+    parameters' defaults with the caller's overrides), for values derived from them.  It
+    returns a dict of ``sim`` (the scene's own Sim keywords), ``vortons``, ``tracers``,
+    ``bodies`` and ``emitters`` blocks, as in a scene file.  The scene function built from it
+    takes those parameters, ``seed`` and any Sim keyword, and returns the built Sim; its
+    ``spec(...)`` returns the whole scene dict and its ``info`` a :class:`SceneInfo`."""
+
+    def decorate(fn):
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.name != "sim"]
+        names = [p.name for p in own]
+        if set(names) != set(params):
+            raise TypeError(f"{fn.__name__}: params must document exactly {names}, got {sorted(params)}")
+        plist = tuple(SceneParameter(p.name, p.default, *params[p.name]) for p in own) + (_SEED,)
+        info = SceneInfo(fn.__name__, _description(fn.__doc__), plist, frames, view, color)
+        public = inspect.Signature(
+            [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=p.default) for p in plist]
+            + [inspect.Parameter("sim_kw", inspect.Parameter.VAR_KEYWORD)], return_annotation=Sim)
+        wants_sim = "sim" in sig.parameters
+
+        def prepare(args, kwargs) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+            """The scene dict for these arguments, and the scene parameters given."""
+            try:
+                bound = public.bind(*args, **kwargs)
+            except TypeError as e:
+                raise TypeError(f"{fn.__name__}(): {e}") from None
+            given = {k: v for k, v in bound.arguments.items() if k != "sim_kw"}
+            given.update(bound.arguments.get("sim_kw", {}))
+            bound.apply_defaults()
+            values = dict(bound.arguments)
+            sim_kw = values.pop("sim_kw")
+            for k in sim_kw:
+                if k not in _parameters.names():
+                    raise TypeError(f"{fn.__name__}() got an unexpected keyword argument {k!r}"
+                                    f"{_parameters.suggest(k, info.keywords())}")
+            for p in plist:
+                v = values[p.name]
+                if not (v is None and p.default is None):
+                    try:
+                        values[p.name] = _files._check(p.name, p.kind, _plain(v))
+                    except ValueError as e:
+                        raise ValueError(f"{fn.__name__}(): {e}") from None
+            seed = values.pop("seed")
+            if wants_sim:
+                values["sim"] = {**{p.name: p.python_default for p in _parameters.PARAMETERS}, **sim_kw}
+            body = fn(**values)
+            out: Dict[str, Any] = {"format": _files.FORMAT_VERSION, "name": fn.__name__,
+                                   "description": info.description, "seed": seed,
+                                   "sim": _plain({**body.get("sim", {}), **sim_kw}),
+                                   "run": dict(frames=frames, view=view, color=color)}
+            for k in ("vortons", "tracers", "bodies", "emitters"):
+                if body.get(k):
+                    out[k] = _plain(body[k])
+            return out, given
+
+        @functools.wraps(fn)
+        def make(*args, **kwargs) -> Sim:
+            spec, given = prepare(args, kwargs)
+            try:
+                return _files._build(_files.validate(spec, source=fn.__name__), sim_errors_as_is=True)
+            except ValueError as e:  # a block that the given values made invalid
+                args_text = ", ".join(f"{k}={v!r}" for k, v in given.items())
+                raise ValueError(f"{fn.__name__}({args_text}): {e}") from None
+
+        def public_spec(*args, **kwargs) -> Dict[str, Any]:
+            """The scene dict these arguments give (what to_toml writes and build builds)."""
+            return prepare(args, kwargs)[0]
+
+        make.__signature__ = public
+        del make.__wrapped__  # the signature is the public one above, not the blocks function's
+        make.spec = public_spec
+        make.info = info
+        SCENES[fn.__name__] = make
+        _files.register_scene(fn.__name__, make)
+        return make
+
+    return decorate
+
+
+_RING = dict(ring_radius=("length", "pos", "radius R of the ring"),
+             core=("length", "pos", "radius sigma of the ring's Gaussian core"),
+             circulation=("length^2/time", "num", "circulation Gamma of the ring"))
+_TRACERS = ("", "count", "number of smoke tracers")
+_BALL = dict(ball_radius=("length", "pos", "radius of the ball"))
+
+
+@scene(frames=300, view="xz", color="speed",
+       params=dict(_RING, spacing=("length", "pos", "lattice spacing of the vortons (None: core / 2)"),
+                   tracers=_TRACERS))
+def vortex_ring(ring_radius=1.0, core=0.2, circulation=1.0, spacing=None, tracers=20000):
     """A vortex ring with a Gaussian core (radius ``core``) travelling along +z, with smoke
     tracers in its core.  Saffman's speed: G/(4 pi R) (ln(8R/sg_eff) - 0.558).
 
     Inviscid and never remeshed (the raw particle method, for validation): it holds its
-    shape for about 2000 frames, after which the particle noise grows (max |w| 8 at frame
-    2000, 250 at 3000, 2.5e4 at 6000) and a run fails near frame 6400.  Remeshing and a
-    viscosity keep long runs bounded: with ``viscosity=0.01, **scenes.REMESH`` (as
-    ``jet_ring`` uses) it ran 8000 frames, though over that time the ring diffuses away
-    (max |w| 8 -> 0.05) and remeshing spreads it onto ~7.7e4 lattice vortons."""
-    sim = _sim(dict(viscosity=0.0, gravity=(0, 0, 0)), sim_kw)
-    p, w, r = ring_vortons(ring_radius=ring_radius, core=core, circulation=circulation, spacing=spacing)
-    sim.add_vortons(p, w, r)
+    shape for about 2000 frames, after which the particle noise grows and a run fails near
+    frame 6400.  Remeshing and a viscosity keep long runs bounded: with
+    ``viscosity=0.01, **scenes.REMESH`` (as ``jet_ring`` uses) it ran 8000 frames, though over
+    that time the ring diffuses away and remeshing spreads it onto ~7.7e4 lattice vortons."""
+    ring = dict(kind="ring", center=[0.0, 0.0, 0.0], ring_radius=ring_radius, core=core, circulation=circulation)
+    if spacing:
+        ring["spacing"] = spacing
+    out = dict(sim=dict(viscosity=0.0, **_NO_GRAVITY), vortons=[ring])
     if tracers:
-        rng = np.random.default_rng(seed)
-        phi = rng.random(tracers) * 2 * np.pi
-        rr = core * np.sqrt(rng.random(tracers)) * 1.5
-        th = rng.random(tracers) * 2 * np.pi
-        rad = ring_radius + rr * np.cos(th)
-        sim.add_tracers(np.stack([rad * np.cos(phi), rad * np.sin(phi), rr * np.sin(th)], axis=1))
-    return sim
+        out["tracers"] = [dict(kind="ring", ring_radius=ring_radius, spread=1.5 * core, count=tracers)]
+    return out
 
 
-def jet_ring(ring_radius=0.5, core=0.1, circulation=1.0, rings=3, gap=0.6, tracers=20000, seed=0, **sim_kw) -> Sim:
+@scene(frames=200, view="xz", color="speed",
+       params=dict(_RING, rings=("", "count", "number of rings"),
+                   gap=("length", "nonneg", "distance between neighbouring rings along z"), tracers=_TRACERS))
+def jet_ring(ring_radius=0.5, core=0.1, circulation=1.0, rings=3, gap=0.6, tracers=20000):
     """A jet: a train of coaxial vortex rings, the later ones catching and leapfrogging the first.
 
     The fluid is given a little viscosity (0.01): with none, classical stretching of the
     vortons' (not exactly divergence-free) vorticity grows without bound once the rings
     interact closely (frame ~80), a known weakness of vortex particle methods without
     remeshing or divergence filtering."""
-    sim = _sim(dict(viscosity=0.01, **REMESH, gravity=(0, 0, 0)), sim_kw)
-    rng = np.random.default_rng(seed)
-    for k in range(rings):
-        p, w, r = ring_vortons(center=(0, 0, -k * gap), ring_radius=ring_radius, core=core, circulation=circulation)
-        sim.add_vortons(p, w, r)
-    if tracers:
-        n = tracers
-        phi = rng.random(n) * 2 * np.pi
-        rad = ring_radius * np.sqrt(rng.random(n)) * 1.2
-        z = -rng.random(n) * (rings - 1) * gap
-        sim.add_tracers(np.stack([rad * np.cos(phi), rad * np.sin(phi), z], axis=1))
-    return sim
+    out = dict(sim=dict(viscosity=0.01, **REMESH, **_NO_GRAVITY),
+               vortons=[dict(kind="ring", center=[0.0, 0.0, -k * gap], ring_radius=ring_radius, core=core,
+                             circulation=circulation) for k in range(rings)])
+    if tracers and rings:
+        length = (rings - 1) * gap
+        out["tracers"] = [dict(kind="cylinder", center=[0.0, 0.0, -length / 2], radius=1.2 * ring_radius,
+                               length=length, count=tracers)]
+    return out
 
 
-def _tube(center, direction, length, core, circulation, h):
-    """Vortons of a straight tube with a Gaussian core along a unit axis."""
-    d = np.asarray(direction, float)
-    d /= np.linalg.norm(d)
-    rmax = 2.5 * core
-    pts = lattice([-rmax, -rmax, -length / 2], [rmax, rmax, length / 2], h)
-    rho = np.hypot(pts[:, 0], pts[:, 1])
-    pts = pts[rho <= rmax]
-    rho = rho[rho <= rmax]
-    mag = circulation / (np.pi * core ** 2) * np.exp(-(rho / core) ** 2)
-    # rotate local z to d
-    z = np.array([0.0, 0.0, 1.0])
-    v = np.cross(z, d)
-    c = float(np.dot(z, d))
-    if np.linalg.norm(v) < 1e-12:
-        Rm = np.eye(3) * (1 if c > 0 else -1)
-    else:
-        vx = np.array([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]])
-        Rm = np.eye(3) + vx + vx @ vx / (1 + c)
-    p = pts @ Rm.T + np.asarray(center, float)
-    w = mag[:, None] * d[None, :]
-    return p, w, np.full(len(p), radius_for_spacing(h))
+_TUBE = dict(length=("length", "pos", "length of the tube"),
+             core=("length", "pos", "radius sigma of the Gaussian core"),
+             circulation=("length^2/time", "num", "circulation Gamma of the tube"))
 
 
-def vortex_tube(length=4.0, core=0.3, circulation=1.0, spacing=None, tracers=20000, seed=0, **sim_kw) -> Sim:
+@scene(frames=300, view="xy", color="speed",
+       params=dict(_TUBE, spacing=("length", "pos", "lattice spacing of the vortons (None: core / 2)"),
+                   tracers=_TRACERS))
+def vortex_tube(length=4.0, core=0.3, circulation=1.0, spacing=None, tracers=20000):
     """A straight vortex tube along z with a Gaussian (Lamb-Oseen) core; its middle diffuses
     like a Lamb-Oseen vortex, s^2 = s0^2 + 4 nu t."""
-    sim = _sim(dict(viscosity=0.01, gravity=(0, 0, 0)), sim_kw)
-    p, w, r = _tube((0, 0, 0), (0, 0, 1), length, core, circulation, spacing or core / 2)
-    sim.add_vortons(p, w, r)
+    out = dict(sim=dict(viscosity=0.01, **_NO_GRAVITY),
+               vortons=[dict(kind="tube", length=length, core=core, circulation=circulation,
+                             spacing=spacing or core / 2)])
     if tracers:
-        rng = np.random.default_rng(seed)
-        sim.add_tracers(_tracers_in_box(rng, [-2 * core, -2 * core, -length / 4], [2 * core, 2 * core, length / 4], tracers))
-    return sim
+        c = core
+        out["tracers"] = [dict(kind="box", lo=[-2 * c, -2 * c, -length / 4], hi=[2 * c, 2 * c, length / 4],
+                               count=tracers)]
+    return out
 
 
-def crossed_tubes(length=3.0, core=0.2, circulation=1.0, separation=0.5, tracers=20000, seed=0, **sim_kw) -> Sim:
+@scene(frames=300, view="xz", color="speed",
+       params=dict(_TUBE, separation=("length", "nonneg", "distance between the tubes' axes"), tracers=_TRACERS))
+def crossed_tubes(length=3.0, core=0.2, circulation=1.0, separation=0.5, tracers=20000):
     """Two perpendicular vortex tubes passing close to each other: they bend, stretch and
     reconnect (part 3's crossed tubes)."""
-    sim = _sim(dict(viscosity=0.01, gravity=(0, 0, 0)), sim_kw)
-    h = core / 2
-    for center, direction in (((0, 0, -separation / 2), (1, 0, 0)), ((0, 0, separation / 2), (0, 1, 0))):
-        p, w, r = _tube(center, direction, length, core, circulation, h)
-        sim.add_vortons(p, w, r)
+    s = separation
+    out = dict(sim=dict(viscosity=0.01, **_NO_GRAVITY),
+               vortons=[dict(kind="tube", center=center, direction=d, length=length, core=core,
+                             circulation=circulation, spacing=core / 2)
+                        for center, d in (([0.0, 0.0, -s / 2], [1.0, 0.0, 0.0]), ([0.0, 0.0, s / 2], [0.0, 1.0, 0.0]))])
     if tracers:
-        rng = np.random.default_rng(seed)
-        sim.add_tracers(_tracers_in_box(rng, [-1, -1, -0.6], [1, 1, 0.6], tracers))
-    return sim
+        out["tracers"] = [dict(kind="box", lo=[-1.0, -1.0, -0.6], hi=[1.0, 1.0, 0.6], count=tracers)]
+    return out
 
 
+_NOISE = ("1/time", "nonneg", "magnitude of the random-direction vorticity (vortex noise)")
+
+
+@scene(frames=300, params=dict(speed=("length/time", "num", "the ball's launch speed along +x"), **_BALL,
+                               ball_mass=("mass", "pos", "mass of the ball"), noise=_NOISE,
+                               vortons=("", "posint", "number of vortons on a lattice filling the box"),
+                               tracers=_TRACERS, box=("length", "vec3", "size (x, y, z) of the box of smoke")))
 def ball_through_smoke(speed=5.0, ball_radius=0.2, ball_mass=0.2, noise=0.5, vortons=512, tracers=100000,
-                       box=(4.0, 0.5, 0.5), seed=0, **sim_kw) -> Sim:
+                       box=(4.0, 0.5, 0.5)):
     """Part 4's main scene: a ball shot at ``speed`` along +x through a 4 x 0.5 x 0.5 box of
     smoke and weak vortex noise.  The fluid slows it (figure 5).  The ball's gravity is off,
     as in the seeds."""
-    sim = _sim(dict(viscosity=0.01, gravity=(0, 0, -10)), sim_kw)
-    rng = np.random.default_rng(seed)
-    box = np.asarray(box, float)
-    h = (np.prod(box) / vortons) ** (1.0 / 3.0)
-    p = lattice(-box / 2, box / 2, h)
-    sim.add_vortons(p, _noise(rng, len(p), noise), radius_for_spacing(h))
+    hi = [x / 2 for x in box]
+    lo = [-x for x in hi]
+    out = dict(sim=dict(viscosity=0.01, gravity=[0.0, 0.0, -10.0]),
+               vortons=[dict(kind="box", lo=lo, hi=hi, count=vortons, noise=noise)],
+               bodies=[dict(position=[lo[0], 0.0, 0.0], velocity=[speed, 0.0, 0.0], radius=ball_radius,
+                            mass=ball_mass, gravity=False)])
     if tracers:
-        sim.add_tracers(_tracers_in_box(rng, -box / 2, box / 2, tracers))
-    sim.add_body(RigidBody(position=(-box[0] / 2, 0, 0), velocity=(speed, 0, 0), radius=ball_radius,
-                           mass=ball_mass, gravity=False))
-    return sim
+        out["tracers"] = [dict(kind="box", lo=lo, hi=hi, count=tracers)]
+    return out
 
 
-def spinning_ball(torque=10.0, ball_radius=0.2, ball_mass=100.0, noise=0.5, per_axis=16, tracers=50000, seed=0,
-                  **sim_kw) -> Sim:
+@scene(frames=300, view="xy", color="speed",
+       params=dict(torque=("mass length^2/time", "num", "angular impulse given to the ball about z"), **_BALL,
+                   ball_mass=("mass", "pos", "mass of the ball"), noise=_NOISE,
+                   per_axis=("", "posint", "vortons along each axis of the 1^3 box"), tracers=_TRACERS))
+def spinning_ball(torque=10.0, ball_radius=0.2, ball_mass=100.0, noise=0.5, per_axis=16, tracers=50000):
     """Part 4's spinning ball: a heavy ball in a 1^3 box of noise, given an impulsive torque
     (0, 0, ``torque``); it spins the fluid up and itself down."""
-    sim = _sim(dict(viscosity=0.01, **REMESH, gravity=(0, 0, -10)), sim_kw)
-    rng = np.random.default_rng(seed)
-    h = 1.0 / per_axis
-    p = lattice([-0.5] * 3, [0.5] * 3, h)
-    sim.add_vortons(p, _noise(rng, len(p), noise), radius_for_spacing(h))
+    box = dict(lo=[-0.5] * 3, hi=[0.5] * 3)
+    out = dict(sim=dict(viscosity=0.01, **REMESH, gravity=[0.0, 0.0, -10.0]),
+               vortons=[dict(kind="box", **box, spacing=1.0 / per_axis, noise=noise)],
+               bodies=[dict(position=[0.0, 0.0, 0.0], radius=ball_radius, mass=ball_mass, gravity=False,
+                            angular_impulse=[0.0, 0.0, torque])])
     if tracers:
-        sim.add_tracers(_tracers_in_box(rng, [-0.5] * 3, [0.5] * 3, tracers))
-    ball = sim.add_body(RigidBody(position=(0, 0, 0), radius=ball_radius, mass=ball_mass, gravity=False))
-    ball.apply_impulse((0, 0, 0), (0, 0, torque))
-    return sim
+        out["tracers"] = [dict(kind="box", **box, count=tracers)]
+    return out
 
 
-def _fluid_box(sim, rng, lo, hi, h, density_fn, noise=0.0, tracers=0):
-    p = lattice(lo, hi, h)
-    sim.add_vortons(p, _noise(rng, len(p), noise) if noise else np.zeros_like(p), radius_for_spacing(h),
-                    density_fn(p))
-    if tracers:
-        t = _tracers_in_box(rng, lo, hi, tracers)
-        sim.add_tracers(t, density_fn(t))
-    return p
+_DEVIATION = ("mass/length^3", "num", "density deviation of the drop from the ambient fluid")
 
 
-def dye_drop(deviation=1.0, drop_radius=1.0, per_axis=16, tracers=50000, seed=0, **sim_kw) -> Sim:
+@scene(frames=300, params=dict(deviation=_DEVIATION, drop_radius=("length", "pos", "radius of the drop"),
+                               per_axis=("", "posint", "vortons along each axis of the box around the drop"),
+                               tracers=_TRACERS))
+def dye_drop(deviation=1.0, drop_radius=1.0, per_axis=16, tracers=50000):
     """Part 8: a ball of heavy dyed fluid (density deviation +1) in still fluid; it sinks and
     rolls up into a vortex ring."""
-    sim = _sim(dict(viscosity=0.01, **REMESH), sim_kw)
-    rng = np.random.default_rng(seed)
     L = 1.6 * drop_radius
-    h = 2 * L / per_axis
-    inside = lambda q: np.where(np.linalg.norm(q, axis=1) <= drop_radius, deviation, 0.0)  # noqa: E731
-    _fluid_box(sim, rng, [-L] * 3, [L] * 3, h, inside)
+    out = dict(sim=dict(viscosity=0.01, **REMESH),
+               vortons=[dict(kind="box", lo=[-L] * 3, hi=[L] * 3, spacing=2 * L / per_axis,
+                             regions=[dict(shape="sphere", center=[0.0, 0.0, 0.0], radius=drop_radius,
+                                           density=deviation)])])
     if tracers:
-        t = rng.normal(size=(tracers, 3))
-        t *= (drop_radius * rng.random(tracers) ** (1 / 3) / np.linalg.norm(t, axis=1))[:, None]
-        sim.add_tracers(t, deviation)
-    return sim
+        out["tracers"] = [dict(kind="ball", radius=drop_radius, count=tracers, density=deviation)]
+    return out
 
 
-def two_drops(deviation=0.9, drop_radius=0.6, offset=2.0, per_axis=(10, 10, 24), tracers=40000, seed=0,
-              **sim_kw) -> Sim:
+@scene(frames=300, params=dict(deviation=("mass/length^3", "num", "density deviation of each drop (light -, heavy +)"),
+                               drop_radius=("length", "pos", "radius of each drop"),
+                               offset=("length", "nonneg", "height of the drops' centres below and above the middle"),
+                               per_axis=("", "vec3", "vortons along x, y and z of the box around the drops"),
+                               tracers=_TRACERS))
+def two_drops(deviation=0.9, drop_radius=0.6, offset=2.0, per_axis=(10, 10, 24), tracers=40000):
     """Part 8's two drops: a light one (-0.9) two units below the middle rises while a heavy
     one (+0.9) two units above sinks; they pass each other."""
-    sim = _sim(dict(viscosity=0.01, **REMESH), sim_kw)
-    rng = np.random.default_rng(seed)
     lo = np.array([-1.2, -1.2, -offset - 1.2])
-    hi = -lo
-    h = float(np.min((hi - lo) / np.asarray(per_axis)))
-
-    def dens(q):
-        d = np.zeros(len(q))
-        d[np.linalg.norm(q - [0, 0, -offset], axis=1) <= drop_radius] = -deviation
-        d[np.linalg.norm(q - [0, 0, offset], axis=1) <= drop_radius] = deviation
-        return d
-
-    _fluid_box(sim, rng, lo, hi, h, dens)
+    h = float(np.min((-lo - lo) / np.asarray(per_axis)))
+    out = dict(sim=dict(viscosity=0.01, **REMESH),
+               vortons=[dict(kind="box", lo=lo, hi=-lo, spacing=h, regions=[
+                   dict(shape="sphere", center=[0.0, 0.0, -offset], radius=drop_radius, density=-deviation),
+                   dict(shape="sphere", center=[0.0, 0.0, offset], radius=drop_radius, density=deviation)])])
     if tracers:
-        t = rng.normal(size=(tracers, 3))
-        t *= (drop_radius * rng.random(tracers) ** (1 / 3) / np.linalg.norm(t, axis=1))[:, None]
-        t[: tracers // 2, 2] -= offset
-        t[tracers // 2:, 2] += offset
-        sim.add_tracers(t, dens(t))
-    return sim
+        out["tracers"] = [
+            dict(kind="ball", center=[0.0, 0.0, -offset], radius=drop_radius, count=tracers // 2, density=-deviation),
+            dict(kind="ball", center=[0.0, 0.0, offset], radius=drop_radius, count=tracers - tracers // 2,
+                 density=deviation)]
+    return out
 
 
-def stratified(deviation=0.6, ball_radius=0.2, ball_height=0.6, vortons=1024, tracers=30000, seed=0,
-               **sim_kw) -> Sim:
+@scene(frames=90, params=dict(deviation=("mass/length^3", "num", "density deviation of each layer (+ below, - above)"),
+                              **_BALL, ball_height=("length", "num", "height the ball is released at"),
+                              vortons=("", "posint", "number of vortons on a lattice filling the 2^3 box"),
+                              tracers=_TRACERS))
+def stratified(deviation=0.6, ball_radius=0.2, ball_height=0.6, vortons=1024, tracers=30000, *, sim):
     """Part 9: two layers, heavy (+0.6) below and light (-0.6) above, with a neutrally buoyant
     ball (density = ambient) released above the interface; it sinks, overshoots and settles
     at the interface, where the fluid is as dense as it is."""
-    sim = _sim(dict(viscosity=0.01), sim_kw)
-    rng = np.random.default_rng(seed)
-    lo, hi = np.array([-1.0, -1.0, -1.0]), np.array([1.0, 1.0, 1.0])
-    h = (8.0 / vortons) ** (1 / 3)
-    dens = lambda q: np.where(q[:, 2] < 0, deviation, -deviation)  # noqa: E731
-    _fluid_box(sim, rng, lo, hi, h, dens, tracers=tracers)
-    vb = 4 / 3 * np.pi * ball_radius ** 3
-    sim.add_body(RigidBody(position=(0, 0, ball_height), radius=ball_radius, mass=sim.ambient_density * vb))
-    return sim
+    # 90 frames (3 s) by default: the ball sinks to the interface and turns back in the first
+    # 1.5 s; later the finite layers slump into the unbounded ambient fluid.
+    layers = dict(density=-deviation, regions=[dict(shape="halfspace", axis="z", below=0.0, density=deviation)])
+    box = dict(lo=[-1.0] * 3, hi=[1.0] * 3)
+    out = dict(sim=dict(viscosity=0.01), vortons=[dict(kind="box", **box, count=vortons, **layers)],
+               bodies=[dict(position=[0.0, 0.0, ball_height], radius=ball_radius,
+                            mass=sim["ambient_density"] * (4 / 3 * np.pi * ball_radius ** 3))])
+    if tracers:
+        out["tracers"] = [dict(kind="box", **box, count=tracers, **layers)]
+    return out
 
 
+@scene(frames=300, color="temperature",
+       params=dict(temperature=("", "pos", "the ball's temperature (the ambient fluid is 1)"), **_BALL,
+                   box=("length", "pos", "edge of the cube of noise around the ball"),
+                   vortons=("", "posint", "number of vortons on a lattice filling the cube"), noise=_NOISE,
+                   vorton_rate=("1/time", "nonneg", "vortons emitted per unit time"),
+                   tracer_rate=("1/time", "nonneg", "tracers emitted per unit time"),
+                   lifetime_frames=("frames", "nonneg", "particles live this many frames"),
+                   tracers=("", "count", "number of tracers at the start")))
 def hot_ball(temperature=10.0, ball_radius=0.2, box=0.5, vortons=512, noise=0.5, vorton_rate=100.0,
-             tracer_rate=5000.0, lifetime_frames=300, tracers=5000, seed=0, **sim_kw) -> Sim:
+             tracer_rate=5000.0, lifetime_frames=300, tracers=5000, *, sim):
     """Part 10: a fixed hot ball (T = 10) inside a small box of noise that keeps emitting
     vortons and tracers; the fluid it heats expands, rises and rolls up into a pair of
     counter-rotating vortices.  Particles live ``lifetime_frames`` frames.  It remeshes every
     10 frames (the emitters keep adding randomly placed vortons; every 20 frames, a 1000-frame
     run blew up at frame ~710)."""
-    dt = sim_kw.get("dt", 1 / 30)
-    sim = _sim(dict(viscosity=0.01, **dict(REMESH, remesh_interval=10), vorton_lifetime=lifetime_frames * dt,
-                    tracer_lifetime=lifetime_frames * dt),
-               sim_kw)
-    rng = np.random.default_rng(seed)
     h = (box ** 3 / vortons) ** (1 / 3)
     half = box / 2
-    p = lattice([-half] * 3, [half] * 3, h)
-    sim.add_vortons(p, _noise(rng, len(p), noise), radius_for_spacing(h))
+    cube = dict(lo=[-half] * 3, hi=[half] * 3)
+    lifetime = lifetime_frames * sim["dt"]
+    out = dict(sim=dict(viscosity=0.01, **dict(REMESH, remesh_interval=10), vorton_lifetime=lifetime,
+                        tracer_lifetime=lifetime),
+               vortons=[dict(kind="box", **cube, spacing=h, noise=noise)],
+               emitters=[dict(center=[0.0, 0.0, 0.0], half_size=[half] * 3, vorton_rate=vorton_rate,
+                              tracer_rate=tracer_rate, vorton_radius=radius_for_spacing(h), vorticity=noise)],
+               bodies=[dict(position=[0.0, 0.0, 0.0], radius=ball_radius, fixed=True, temperature=temperature,
+                            thermal_conductivity=0.2, heat_capacity=1e5)])
     if tracers:
-        sim.add_tracers(_tracers_in_box(rng, [-half] * 3, [half] * 3, tracers))
-    sim.add_emitter((0, 0, 0), (half, half, half), vorton_rate=vorton_rate, tracer_rate=tracer_rate,
-                    vorton_radius=radius_for_spacing(h), vorticity=noise)
-    sim.add_body(RigidBody(position=(0, 0, 0), radius=ball_radius, fixed=True, temperature=temperature,
-                           thermal_conductivity=0.2, heat_capacity=1e5))
-    return sim
-
-
-SCENES = {f.__name__: f for f in (vortex_ring, jet_ring, vortex_tube, crossed_tubes, ball_through_smoke,
-                                  spinning_ball, dye_drop, two_drops, stratified, hot_ball)}
-
-
-# Scene files (TOML): read, build and write; see vortonpy.scene_files and docs/scenes.md.
-from .scene_files import build, from_toml, read_toml, scene_spec, to_toml  # noqa: E402
-
-__all__ += ["from_toml", "to_toml", "read_toml", "scene_spec", "build"]
+        out["tracers"] = [dict(kind="box", **cube, count=tracers)]
+    return out
