@@ -320,7 +320,7 @@ static const param_spec PARAMS[] = {
     {"max_rate_dt", PO(max_rate_dt), 0, 0, 0, INFINITY, "a step whose max |grad u| dt exceeds this runs as substeps (0: never)"},
     {"max_substeps", PO(max_substeps), 1, 1, 0, 1024, "most substeps per step"},
     {"rollback", PO(rollback), 1, 0, 0, 1, "1: a step that fails (FloatingPointError) leaves the state as before it"},
-    {"overlap", PO(overlap), 1, 0, 0, 1, "1: with threads > 1, tracer advection may run beside the vorton phases (diffusion, vorton advection) when the tracers are the larger work; 0: each phase alone on all threads"},
+    {"overlap", PO(overlap), 1, 0, 0, 1, "no effect (a former speed option, still accepted)"},
 };
 #define N_PARAMS (sizeof PARAMS / sizeof PARAMS[0])
 
@@ -789,7 +789,6 @@ static int Sim_set_max_rate(SimObject *self, PyObject *v, void *c)
     return 0;
 }
 static PyObject *Sim_get_substeps(SimObject *self, void *c) { return self->s ? PyLong_FromLong(self->s->substeps) : raise_status(VP_ERR_STATE, "Sim"); }
-static PyObject *Sim_get_overlapped(SimObject *self, void *c) { return self->s ? PyLong_FromLong(self->s->overlapped) : raise_status(VP_ERR_STATE, "Sim"); }
 static PyObject *Sim_get_diffusion_substeps(SimObject *self, void *c) { return self->s ? PyLong_FromLong(self->s->pse_substeps) : raise_status(VP_ERR_STATE, "Sim"); }
 static PyObject *Sim_get_frame(SimObject *self, void *c) { return self->s ? PyLong_FromLongLong(self->s->frame) : raise_status(VP_ERR_STATE, "Sim"); }
 static int Sim_set_frame(SimObject *self, PyObject *v, void *c)
@@ -1245,8 +1244,6 @@ PyMODINIT_FUNC PyInit__core(void)
                                     "substeps the last step took (more than 1 when max_rate * dt exceeded max_rate_dt)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"diffusion_substeps", (getter)Sim_get_diffusion_substeps, NULL,
                                     "PSE exchanges the last step's diffusion took (more than 1 when 4 max(nu, kappa) dt / spacing^2 > 1: the explicit limit)", NULL};
-    Sim_getset[k++] = (PyGetSetDef){"overlapped", (getter)Sim_get_overlapped, NULL,
-                                    "0, or what the last step ran on one thread beside the tracers' advection (see overlap): 1 diffusion and vorton advection, 2 also the contact", NULL};
     Sim_getset[k++] = (PyGetSetDef){"gravity", (getter)Sim_get_gravity, (setter)Sim_set_gravity, "gravity g (3,)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"solver", (getter)Sim_get_solver, (setter)Sim_set_solver, "'direct', 'tree', 'poisson' or 'auto' (poisson from 1000 vortons up unless tracers spread the grid far beyond them, the tree otherwise)", NULL};
     Sim_getset[k++] = (PyGetSetDef){"threads", (getter)Sim_get_threads, (setter)Sim_set_threads, "OpenMP threads", NULL};

@@ -68,7 +68,7 @@ void vp_sim_free(vp_sim *s)
     free(s->bodies); free(s->emitters);
     free(s->cell_velocity);
     free(s->grid_velocity); free(s->grid_jacobian); free(s->grid_density); free(s->grid_density_gradient);
-    free(s->scratch); free(s->tracer_scratch);
+    free(s->scratch);
     free(s->backup); free(s->backup_bodies); free(s->backup_emitters);
     vp_tree_free(s->tree);
     vp_poisson_free(s->poisson);
@@ -538,10 +538,6 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
         if (box12_result(&b[c], lo[c], hi[c])) return 1;
         int inside = 1;
         for (int a = 0; a < 3; a++) inside &= !(lo[c][a] <= hi[c][a]) || (lo[c][a] >= lim_lo[a] && hi[c][a] <= lim_hi[a]);
-        if (c == 1) { /* every tracer's box, for the overlap's no-outlier test (overlap_wanted) */
-            s->tracer_box_valid = inside && nt > 0;
-            for (int a = 0; a < 3; a++) { s->tracer_box[a] = tlo[a]; s->tracer_box[3 + a] = thi[a]; }
-        }
         if (!inside && point_bounds(xs[c], ns[c], threads, lim_lo, lim_hi, lo[c], hi[c])) return 1;
     }
     return 0;
@@ -1217,19 +1213,11 @@ static void grid_box(const vp_grid *g, double glo[3], double ghi[3])
     for (int a = 0; a < 3; a++) { glo[a] = g->origin[a]; ghi[a] = g->origin[a] + g->h * (g->n[a] - 1); }
 }
 
-/* The outlier lists of nb blocks of `block` particles, in the tracers' own scratch (kind 1:
- * the overlapped phases use the sim's scratch for the vortons at the same time) or the
- * sim's (vortons). */
-static size_t *outlier_lists(vp_sim *s, int tracers, size_t n, long nb)
+/* The outlier lists of nb blocks of `block` particles (n indices, then nb counts), in the
+ * sim's scratch. */
+static size_t *outlier_lists(vp_sim *s, size_t n, long nb)
 {
-    size_t need = n + (size_t)nb;
-    if (!tracers) return (size_t *)vp_sim_scratch(s, need);
-    if (need > s->tracer_scratch_allocated) {
-        size_t *p = realloc(s->tracer_scratch, need * sizeof(size_t));
-        if (!p) return NULL;
-        s->tracer_scratch = p; s->tracer_scratch_allocated = need;
-    }
-    return s->tracer_scratch;
+    return (size_t *)vp_sim_scratch(s, n + (size_t)nb);
 }
 
 /* The cell pass over n tracers, set up (the cells gathered already): blocks of 2048
@@ -1243,7 +1231,7 @@ static int cells_pass_init(vp_sim *s, size_t n, double *x, double *vel, double *
     P->n = (long)n;
     P->block = n < ((size_t)1 << 18) ? 512 : 2048;
     P->nb = (P->n + P->block - 1) / P->block;
-    P->oidx = outlier_lists(s, 1, n, P->nb);
+    P->oidx = outlier_lists(s, n, P->nb);
     if (!P->oidx) return VP_ERR_NOMEM;
     P->ocnt = P->oidx + n;
     P->x = x; P->vel = vel; P->dens = dens; P->zero = NULL;
@@ -1311,7 +1299,7 @@ static int advect_nodes(vp_sim *s, int tracers, size_t n, double *x, double *vel
     double glo[3], ghi[3];
     grid_box(g, glo, ghi);
     const long block = 64, nb = ((long)n + block - 1) / block;
-    size_t *oidx = outlier_lists(s, tracers, n, nb), *ocnt = oidx ? oidx + n : NULL;
+    size_t *oidx = outlier_lists(s, n, nb), *ocnt = oidx ? oidx + n : NULL;
     if (!oidx) return VP_ERR_NOMEM;
     const int simd = vp_avx2_ok();
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -1404,120 +1392,6 @@ int vp_advect_tracers(vp_sim *s, int *projected)
 
 enum { CHECK_X = 1, CHECK_W = 2, CHECK_D = 4, CHECK_ALL = 7 }; /* check_finite's fields */
 static int check_finite(vp_sim *s, int phase, int what);
-
-/* Work estimates for overlap_wanted, in units of one tracer's cell-path step (~10 ns on
- * this machine at one thread): a vorton's diffusion (PSE with ~100 neighbours; per
- * exchange) and its advection.  Measured at one thread: diffusion plus advection take
- * 270-340 ns a vorton on noise lattices of 1e3-3e3 vortons and on hot_ball's states, ~470
- * on spinning_ball's (bunched at the ball: more neighbours, more guard pairs). */
-#define OVERLAP_VORTON_PSE 32.0
-#define OVERLAP_VORTON_ADVECT 3.0
-#define OVERLAP_VORTON_CONTACT 8.0 /* per body: hot_ball's contact phase, ~80 ns a vorton */
-/* How much longer than the other threads' tracer work the one thread's vorton chain may
- * be.  With V the chain's time on one thread, W the tracers', and s_v, s_t the phases'
- * speed-ups on two threads, the phases in turn take V / s_v + W / s_t and overlapped
- * V + (W - V) / s_t (while V <= W): the overlap saves V (1 / s_v + 1 / s_t - 1), about
- * 0.2 V here (diffusion below ~5e3 vortons runs only ~1.5x faster on two threads: its
- * setup, cell list and guard are short serial stretches between barriers).  Past V = W the
- * tracers' thread waits, and the saving shrinks to zero near V ~ 1.6 W.  Measured (noise
- * lattices, 2 threads): 1e3 vortons and 5e4 tracers 1.22x the frame, 2e3 and 3e4 1.06x,
- * 5e3 and 5e4 0.98x.  Since the tracers' AVX2 path (advect_block_avx2) a tracer step costs
- * ~0.75 of the unit above and the gain is smaller: 1e3 and 5e4 1.04x, hot_ball's frames
- * 1.04x; the rule, left as it was, still takes both and declines 2e3-5e3 vortons with
- * 3e4-5e4 tracers (0.99-1.01x either way). */
-#define OVERLAP_SLACK 1.25
-
-/* Whether phases 5-6 (diffusion, vorton advection) should run on one thread while the
- * others advect the tracers (diffuse_advect_overlapped): with T threads, when the vortons'
- * serial work W_v and the tracers' W_t satisfy (T - 1) W_v <= OVERLAP_SLACK W_t.  The
- * tracers must take the cell path.  Returns 0 (no), 1 (phases 5-6) or 2 (phases 5-7: the
- * contact too, when there are bodies and every tracer lies inside the grid, so that no
- * tracer is moved by the solver after the vortons, which must see them as phase 6 left
- * them).  Either way the results are bitwise the same. */
-static int overlap_wanted(const vp_sim *s)
-{
-    const int threads = s->params.threads;
-    if (!s->params.overlap || s->serial || threads < 2 || !s->tracers.n || !tracers_use_cells(s)) return 0;
-    const int diffusing = s->vortons.n > 1 &&
-        (s->params.viscosity > 0 || s->params.smagorinsky > 0 || s->params.thermal_diffusivity > 0);
-    const int k = s->pse_substeps > 1 ? s->pse_substeps : 1; /* the last step's exchanges */
-    int contact = s->n_bodies > 0 && s->vortons.n > 0 && s->tracer_box_valid;
-    if (contact) {
-        double glo[3], ghi[3];
-        grid_box(&s->grid, glo, ghi);
-        contact = in_box(s->tracer_box, glo, ghi) && in_box(s->tracer_box + 3, glo, ghi);
-    }
-    const double wv = (double)s->vortons.n * ((diffusing ? OVERLAP_VORTON_PSE * k : 0.0) + OVERLAP_VORTON_ADVECT +
-                                              (contact ? OVERLAP_VORTON_CONTACT * (double)s->n_bodies : 0.0));
-    if ((double)(threads - 1) * wv > OVERLAP_SLACK * (double)s->tracers.n) return 0;
-    return contact ? 2 : 1;
-}
-
-/* Phases 5 and 6 (and 7) with the tracers' advection beside them.  The tracers read only
- * the grid velocity and density (built before diffusion, unchanged by phases 5-7) and the
- * bodies, and write only themselves, so they need not wait.  The cells are gathered first
- * on all threads (one thread's gather of a wide grid, such as dye_drop's, took as long as
- * the tracers it then advected); then thread 0 runs diffusion and the vortons' advection
- * alone (s->serial meanwhile: every parallel region in them runs on one thread, vp_threads,
- * and their results do not depend on the thread count), while the other threads take
- * tracer blocks, and thread 0 joins them when done.  The tracers beyond the grid move
- * afterwards, by the vortons as they are after phase 6, as in the serial order.  With
- * with_contact (no tracer beyond the grid: overlap_wanted), thread 0 also runs the finite
- * check and the contact (phase 7, vortons and bodies), and the tracers are projected out of
- * a copy of the bodies as they were before it, as in the serial order.  Bitwise the same
- * as the phases in turn.  tm: ms of diffusion, vorton advection and contact (thread 0's).
- * *started = 0 when the set-up failed (out of memory) before any phase ran: the caller then
- * runs the phases in turn.  If a vorton phase fails, the tracers have been advected already
- * (the serial order would not have moved them; without rollback, a failed step's state is
- * partial either way), and those beyond the grid are left where they were. */
-static int diffuse_advect_overlapped(vp_sim *s, int with_contact, double tm[3], int *started)
-{
-    const int threads = s->params.threads; /* the team: the user's count */
-    cells_pass P;
-    int st_v = VP_OK, st_t, any;
-    *started = 0;
-    /* with the contact, thread 0 changes the bodies: the tracers see a copy */
-    vp_body *bcopy = with_contact ? malloc(s->n_bodies * sizeof(vp_body)) : NULL;
-    if (with_contact && !bcopy) return VP_ERR_NOMEM;
-    if ((st_t = tracer_cells_begin(s, threads, &P, &any))) {
-        free(bcopy);
-        return st_t;
-    }
-    if (bcopy) {
-        memcpy(bcopy, s->bodies, s->n_bodies * sizeof(vp_body));
-        P.bodies = bcopy;
-    }
-    *started = 1;
-    long next = 0;
-    tm[0] = tm[1] = tm[2] = 0;
-#pragma omp parallel num_threads(threads)
-    {
-        int me = 0;
-#ifdef _OPENMP
-        me = omp_get_thread_num();
-#endif
-        if (me == 0) {
-            const double a = vp_now_ms();
-            s->serial = 1;
-            st_v = vp_diffuse(s);
-            const double b = vp_now_ms();
-            if (!st_v) st_v = vp_advect_vortons(s);
-            const double c = vp_now_ms();
-            if (!st_v && with_contact && !(st_v = check_finite(s, VP_PHASE_ADVECT_VORTONS, CHECK_ALL))) {
-                st_v = vp_collide(s, 0); /* the vortons and bodies only: the tracers are projected here */
-            }
-            s->serial = 0;
-            tm[0] = b - a; tm[1] = c - b; tm[2] = vp_now_ms() - c;
-        }
-        for (long b; (b = vp_claim(&next)) < P.nb;) {
-            cells_pass_block(&P, b);
-        }
-    }
-    /* (with the contact there are no outliers: overlap_wanted) */
-    if (!st_v) st_t = tracer_cells_end(s, &P);
-    free(bcopy);
-    return st_v ? st_v : st_t;
-}
 
 /* Phase 10 (physics.md 2.10): emitters add particles at their rates, uniformly in their
  * boxes; vortons get vorticity of the emitter's magnitude in a random direction. */
@@ -1796,7 +1670,6 @@ static int step_once(vp_sim *s)
     int st;
     double t;
     s->failed_phase = -1;
-    s->overlapped = 0;
     for (int p = 0; p < VP_PHASE_COUNT; p++) s->timings[p] = 0;
     if ((st = vp_sim_update_velocity_grid(s))) { s->failed_phase = VP_PHASE_DOMAIN; return st; } /* 1, 2 */
     /* the vorticity and density as given (the domain phase has checked the positions) */
@@ -1807,32 +1680,16 @@ static int step_once(vp_sim *s)
     if (s->vortons.n && s->params.baroclinic) vp_baroclinic(s);                                   /* 4 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_BAROCLINIC] = t2 - t; t = t2;
     if ((st = check_finite(s, VP_PHASE_STRETCH, CHECK_W))) return st; /* (3 and 4 change only w) */
-    int projected = 1, started = 0;
-    if ((s->overlapped = overlap_wanted(s))) {                           /* 5, 6 (and 7), beside the tracers */
-        double tm[3];
-        st = diffuse_advect_overlapped(s, s->overlapped == 2, tm, &started);
-        if (started && st) return st;
-        if (started) {
-            s->timings[VP_PHASE_DIFFUSE] = tm[0]; s->timings[VP_PHASE_ADVECT_VORTONS] = tm[1];
-            s->timings[VP_PHASE_CONTACT] = tm[2];
-            t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t - tm[0] - tm[1] - tm[2]; t = t2;
-        } else {
-            s->overlapped = 0; /* its set-up ran out of memory: the phases in turn */
-        }
-    }
-    if (!s->overlapped) {
-        if ((st = vp_diffuse(s))) return st;                              /* 5 */
-        t2 = vp_now_ms(); s->timings[VP_PHASE_DIFFUSE] = t2 - t; t = t2;
-        if ((st = vp_advect_vortons(s))) return st;                       /* 6 */
-        t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_VORTONS] = t2 - t; t = t2;
-        if ((st = vp_advect_tracers(s, &projected))) return st;
-        t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t; t = t2;
-    }
-    if (s->overlapped != 2) {
-        if ((st = check_finite(s, VP_PHASE_ADVECT_VORTONS, CHECK_ALL))) return st;
-        if ((st = vp_collide(s, !projected))) return st;                 /* 7 */
-        t2 = vp_now_ms(); s->timings[VP_PHASE_CONTACT] = t2 - t; t = t2;
-    }
+    int projected = 1;
+    if ((st = vp_diffuse(s))) return st;                              /* 5 */
+    t2 = vp_now_ms(); s->timings[VP_PHASE_DIFFUSE] = t2 - t; t = t2;
+    if ((st = vp_advect_vortons(s))) return st;                       /* 6 */
+    t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_VORTONS] = t2 - t; t = t2;
+    if ((st = vp_advect_tracers(s, &projected))) return st;
+    t2 = vp_now_ms(); s->timings[VP_PHASE_ADVECT_TRACERS] = t2 - t; t = t2;
+    if ((st = check_finite(s, VP_PHASE_ADVECT_VORTONS, CHECK_ALL))) return st;
+    if ((st = vp_collide(s, !projected))) return st;                 /* 7 */
+    t2 = vp_now_ms(); s->timings[VP_PHASE_CONTACT] = t2 - t; t = t2;
     vp_bodies_buoyancy(s);                                                /* 8 */
     t2 = vp_now_ms(); s->timings[VP_PHASE_BUOYANCY] = t2 - t; t = t2;
     for (size_t b = 0; b < s->n_bodies; b++) vp_body_integrate(&s->bodies[b], s->params.dt); /* 9 */

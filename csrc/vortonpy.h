@@ -196,7 +196,7 @@ typedef struct {
     int stretch;                /* 0 disables stretching and tilting (for tests) */
     int baroclinic;             /* 0 disables baroclinic generation (density is then passive dye) */
     int rollback;               /* 1: copy the state before each step and restore it if the step fails */
-    int overlap;                /* 1: tracer advection may run beside the vorton phases (sim.c, overlap_wanted) */
+    int overlap;                /* unused (a former speed option, still accepted) */
     int remesh_interval;        /* frames between remeshings onto a lattice (remesh.c); 0: never */
     double remesh_threshold;    /* lattice nodes with strength and density below this fraction of
                                    the largest are dropped when remeshing */
@@ -229,9 +229,6 @@ typedef struct {
     size_t cell_allocated;     /* cells cell_velocity can hold */
     double *scratch;           /* per-vorton scratch of a phase (diffusion: 17 doubles a vorton), kept between steps */
     size_t scratch_allocated;
-    size_t *tracer_scratch;    /* the tracer advection's outlier lists, apart from scratch: the
-                                  overlapped phases use both at once */
-    size_t tracer_scratch_allocated;
     vp_tree *tree;
     int tree_ready;            /* 1: this step's domain phase has built the velocity phase's tree (sim.c) */
     struct vp_poisson *poisson; /* poisson solver cache (poisson.c): FFT plans, work arrays and the
@@ -240,12 +237,6 @@ typedef struct {
     double max_rate;           /* largest |grad u| (Frobenius, 1/time) on the grid at the last solve */
     int substeps;              /* substeps the last step took (sim.c: stability guard) */
     int pse_substeps;          /* PSE exchanges of the last diffusion phase (diffuse.c) */
-    int overlapped;            /* 1: the last step ran phases 5-6 beside the tracers (params.overlap);
-                                  2: phase 7 (contact) as well */
-    double tracer_box[6];      /* the tracers' min (3) and max (3) at this step's domain phase, all of
-                                  them (tracer_box_valid: none beyond the robust limits) */
-    int tracer_box_valid;
-    int serial;                /* 1 while a phase runs on one thread of an overlap (vp_threads) */
     int in_substep;            /* internal: 1 while a step runs as substeps but the last */
     uint64_t interactions;     /* velocity-solver interactions of the last step */
     int failed_phase;          /* phase where the last non-finite value appeared, or -1 */
@@ -255,15 +246,15 @@ typedef struct {
     vp_emitter *backup_emitters; size_t backup_emitters_allocated;
 } vp_sim;
 
-/* The threads a phase's parallel regions use: params.threads, or 1 while the phase runs on
- * one thread beside others (sim.c's overlap; params.threads itself is left as the user set it). */
+/* The threads a phase's parallel regions use: params.threads (1 when built without OpenMP:
+ * every phase then runs on the calling thread, and code that splits work by this count must
+ * not expect a team). */
 static inline int vp_threads(const vp_sim *s)
 {
 #ifdef _OPENMP
-    return s->serial ? 1 : s->params.threads;
+    return s->params.threads;
 #else
-    (void)s; /* built without OpenMP: every phase runs on the calling thread, whatever the
-              * sim's `threads` (code that splits work by this count must not expect a team) */
+    (void)s;
     return 1;
 #endif
 }

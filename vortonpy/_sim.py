@@ -180,14 +180,6 @@ class Sim(_core.Sim):
     ``advect_order``, ``stretch``, ``baroclinic``, ``rollback``, ``fluid_heat_capacity``,
     ``seed``.  With ``rollback=1`` every step first copies the state, and a step that raises
     ``FloatingPointError`` leaves the simulation exactly as it was before that step.
-    ``overlap`` (1, the default; a speed knob, results are bitwise the same either way): with
-    several threads and more tracer work than vorton work, one thread runs the vorton phases
-    (diffusion, vorton advection, and the contact when no tracer lies beyond the grid) while
-    the others advect the tracers; ``sim.overlapped`` says what the last step did (0 none,
-    1 diffusion and advection, 2 also the contact).  ``sim.timings`` then gives those phases
-    as that thread ran them, and ``advect_tracers`` as the time the tracers added beyond
-    them (a step that fails in those vorton phases has then advected the tracers already;
-    ``rollback=1`` restores both).  0: each phase alone on all threads in turn.
     With the tree solver, ``sim.timings["domain"]`` includes building the tree: one thread
     builds it while the others scan the particles' boxes (the velocity phase then only
     evaluates it).
