@@ -20,6 +20,7 @@
 #include "vortonpy.h"
 #include "kernel.h"
 #include "fft_lines.h"
+#include "cpu.h"
 
 #if PY_VERSION_HEX < 0x030A0000 /* Python 3.9 (pyproject's floor): two 3.10 additions */
 static inline PyObject *Py_NewRef(PyObject *o) { Py_INCREF(o); return o; }
@@ -1187,6 +1188,12 @@ static PyObject *mod_fft_isa(PyObject *m, PyObject *u)
     return PyUnicode_FromString(vp_fft_isa());
 }
 
+static PyObject *mod_cpu_level(PyObject *m, PyObject *u)
+{
+    (void)m; (void)u;
+    return PyLong_FromLong(vp_cpu_level());
+}
+
 static PyObject *mod_openmp(PyObject *m, PyObject *u)
 {
 #ifdef _OPENMP
@@ -1222,6 +1229,7 @@ done:
 static PyMethodDef mod_methods[] = {
     {"has_openmp", mod_openmp, METH_NOARGS, "True if the core was built with OpenMP."},
     {"_fft_isa", mod_fft_isa, METH_NOARGS, "_fft_isa(): 'avx2' or 'baseline', the FFT code the poisson solver runs"},
+    {"_cpu_level", mod_cpu_level, METH_NOARGS, "_cpu_level(): the hand-written SIMD paths this process runs: 0 portable (or VORTONPY_PORTABLE=1), 1 AVX2, 2 AVX-512"},
     {"direct_velocity", mod_kernel_velocity, METH_VARARGS,
      "direct_velocity(position, strength, radius, points)\n--\n\nVelocity at points induced by vortons of the given "
      "strengths (w V), by direct summation of the regularised Biot-Savart kernel."},

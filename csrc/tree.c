@@ -1,5 +1,4 @@
-/* tree.c: velocity from vorticity by the supervorton hierarchy (physics.md 2.2, part 3),
- * and the direct O(N M) Biot-Savart sum that tests compare it with.
+/* tree.c: velocity from vorticity by the supervorton hierarchy (physics.md 2.2, part 3).
  *
  * The hierarchy is an octree over the vortons.  Each node carries a "supervorton": the
  * summed strength A = sum a_j at the |a|-weighted centroid c, plus the first moment
@@ -261,21 +260,18 @@ static int build_lists(const vp_tree *t, double theta, const double gc[3], doubl
  * relative to the tree origin, nt a multiple of VP_TV), vectorised across the targets: each
  * list entry is loaded once and broadcast against VP_TV targets.  Near: the regularised kernel
  * (kernel.h) over the leaves' vortons; far: the supervorton expansions (the top of this file).
- * The former loops, vectorised along the list for one target at a time, spent much of their
- * time on the horizontal sums and remainder iterations of the short lists of a small grid
- * (hot_ball's velocity phase in its tree frames: 1.44x).  Each target's sums run along the
+ * (Vectorised along the list for one target at a time, the short lists of a small grid
+ * spend their time on horizontal sums and remainders.)  Each target's sums run along the
  * list in order, in float32 (7 digits: far below the expansion's error at theta = 0.4).
  * out: 6 nt floats, 4 pi u near (x y z), then far (x y z). */
 #define VP_TV 16 /* targets are evaluated in groups padded to a multiple of this */
 
 /* The kernel works on vectors of VP_TV = 16 floats where the CPU has AVX-512 (one zmm
- * register) and of 8 elsewhere.  With 16-float vectors (GCC's generic vectors) on AVX2,
- * GCC split every operation in two and built the list entries' broadcasts through the
- * stack in 16-byte pieces, each read back by a wider load that could not be forwarded
- * from the narrower stores: ball_through_smoke's velocity phase (the tree at 512
- * vortons) took 1.32 ms at one thread on an AVX2-only EPYC, 7.6x the AVX-512 machine's,
- * and 0.23-0.29 ms with 8-float vectors.  Each target's sums run along the list in lane
- * order whatever the width, so both widths give the same bits. */
+ * register, vp_cpu_level) and of 8 elsewhere: with 16-float vectors on AVX2, GCC splits
+ * every operation in two and builds the list entries' broadcasts through the stack, each
+ * read back by a wider load that cannot be forwarded, several times slower.  Each target's
+ * sums run along the list in lane order whatever the width, so both widths give the same
+ * bits. */
 typedef float vp_tv8 __attribute__((vector_size(32)));
 #define VP_EVAL_NAME eval_targets8
 #define VP_EVAL_W 8
@@ -290,11 +286,8 @@ typedef float vp_tv16 __attribute__((vector_size(64)));
 #define VP_EVAL_VT vp_tv16
 #define VP_EVAL_ATTR __attribute__((target("arch=x86-64-v4")))
 #include "tree_eval.h"
-/* whether this CPU runs eval_targets16 (the ISA level of target_clones' own x86-64-v4
- * clones), unless VORTONPY_NO_AVX512 is set (the tests compare both widths this way, in
- * child processes: the answer is taken once per process, where PSE's packing reads the
- * variable at every pass) */
-static int eval_wide(void) { return VP_CPU_CHOICE("VORTONPY_NO_AVX512", "x86-64-v4"); }
+/* whether this CPU runs eval_targets16: the ISA level of target_clones' own x86-64-v4 clones */
+static int eval_wide(void) { return vp_cpu_level() == VP_CPU_AVX512; }
 #endif
 
 static void eval_targets(const ilist *L, int nt, const float *restrict TX, const float *restrict TY,
@@ -489,81 +482,4 @@ int vp_tree_velocity_grid(const vp_tree *t, double theta, const vp_grid *g, doub
     }
     ((vp_tree *)t)->interactions = total;
     return fail ? VP_ERR_NOMEM : VP_OK;
-}
-
-VP_CLONES
-void vp_kernel_sum_soa(size_t m, const double *restrict F, const double P[3], double u[3])
-{
-    const double *X = F, *Y = F + m, *Z = F + 2 * m, *AX = F + 3 * m, *AY = F + 4 * m, *AZ = F + 5 * m, *S2 = F + 6 * m;
-    double px = P[0], py = P[1], pz = P[2], u0 = 0, u1 = 0, u2 = 0;
-#pragma omp simd reduction(+ : u0, u1, u2)
-    for (size_t j = 0; j < m; j++) {
-        double r0 = px - X[j], r1 = py - Y[j], r2 = pz - Z[j];
-        double g = vp_kernel_g(r0 * r0 + r1 * r1 + r2 * r2, S2[j]);
-        u0 += g * (AY[j] * r2 - AZ[j] * r1);
-        u1 += g * (AZ[j] * r0 - AX[j] * r2);
-        u2 += g * (AX[j] * r1 - AY[j] * r0);
-    }
-    u[0] += VP_INV4PI * u0; u[1] += VP_INV4PI * u1; u[2] += VP_INV4PI * u2;
-}
-
-/* The regularised kernel sum (kernel.h) at a point whose squared distances could overflow:
- * each pair's r = P - x_j = s n (s = max |r_a|) and sigma = s_j / s, so that
- *   g(r) r = n (|n|^2 + 2.5 sigma^2) / (|n|^2 + sigma^2)^(5/2) / s^2
- * exactly, and 1/s^2 underflows to 0 instead of r^2 overflowing.  Used by the direct sum
- * from VP_DIRECT_SAFE on: vp_kernel_g's q^(5/2) overflows past q ~ 1e123 (distances beyond
- * ~4e61 gave exactly 0, and past 1e154 inf / inf = NaN).  A pair that is not finite gives
- * NaN, as the plain sum does. */
-#define VP_DIRECT_SAFE 1e60
-static void kernel_sum_scaled(size_t m, const double *F, const double P[3], double u[3])
-{
-    const double *X = F, *Y = F + m, *Z = F + 2 * m, *AX = F + 3 * m, *AY = F + 4 * m, *AZ = F + 5 * m, *S2 = F + 6 * m;
-    double u0 = 0, u1 = 0, u2 = 0;
-    for (size_t j = 0; j < m; j++) {
-        const double r[3] = {P[0] - X[j], P[1] - Y[j], P[2] - Z[j]};
-        const double z = 0.0 * r[0] + 0.0 * r[1] + 0.0 * r[2] + 0.0 * AX[j] + 0.0 * AY[j] + 0.0 * AZ[j] + 0.0 * S2[j];
-        if (z != 0.0) { u0 = u1 = u2 = NAN; continue; } /* (x * 0 is NaN exactly for x not finite) */
-        double s = fabs(r[0]) > fabs(r[1]) ? fabs(r[0]) : fabs(r[1]);
-        s = fabs(r[2]) > s ? fabs(r[2]) : s;
-        if (s == 0) continue; /* at the source: the kernel is 0 there */
-        if (s > 1e160) continue; /* 1/s^2 < 1e-320: below double's normal range (and slow, denormal) */
-        const double n0 = r[0] / s, n1 = r[1] / s, n2 = r[2] / s, sg = sqrt(S2[j]) / s;
-        const double n2s = n0 * n0 + n1 * n1 + n2 * n2, q = n2s + sg * sg, is = 1.0 / s;
-        const double g = (n2s + 2.5 * sg * sg) / (q * q * sqrt(q)) * is * is;
-        u0 += g * (AY[j] * n2 - AZ[j] * n1);
-        u1 += g * (AZ[j] * n0 - AX[j] * n2);
-        u2 += g * (AX[j] * n1 - AY[j] * n0);
-    }
-    u[0] += VP_INV4PI * u0; u[1] += VP_INV4PI * u1; u[2] += VP_INV4PI * u2;
-}
-
-/* The direct sum (physics.md 2.2, the reference solver): float64 throughout, sources as one
- * SoA copy and every point summed over all of them by the vectorised vp_kernel_sum_soa.
- * Returns VP_ERR_NOMEM if the copy cannot be made. */
-int vp_direct_velocity(size_t n, const double *pos, const double *strength, const double *radius,
-                       size_t m, const double *points, double *vel, int threads)
-{
-    (void)threads;
-    double *F = malloc((7 * n + 1) * sizeof(double));
-    if (!F) return VP_ERR_NOMEM;
-    for (size_t j = 0; j < n; j++) {
-        for (int a = 0; a < 3; a++) { F[a * n + j] = pos[3 * j + a]; F[(3 + a) * n + j] = strength[3 * j + a]; }
-        F[6 * n + j] = radius[j] * radius[j];
-    }
-    double reach = 0, s2max = 0; /* the sources' largest coordinate plus their largest core radius */
-    for (size_t j = 0; j < 3 * n; j++) reach = fabs(F[j]) > reach ? fabs(F[j]) : reach;
-    for (size_t j = 0; j < n; j++) s2max = F[6 * n + j] > s2max ? F[6 * n + j] : s2max;
-    reach += sqrt(s2max);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (long p = 0; p < (long)m; p++) {
-        double u[3] = {0, 0, 0};
-        const double *P = points + 3 * p;
-        if (fabs(P[0]) + reach < VP_DIRECT_SAFE && fabs(P[1]) + reach < VP_DIRECT_SAFE && fabs(P[2]) + reach < VP_DIRECT_SAFE)
-            vp_kernel_sum_soa(n, F, P, u);
-        else
-            kernel_sum_scaled(n, F, P, u);
-        vel[3 * p] = u[0]; vel[3 * p + 1] = u[1]; vel[3 * p + 2] = u[2];
-    }
-    free(F);
-    return VP_OK;
 }

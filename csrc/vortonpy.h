@@ -26,16 +26,11 @@ typedef enum {
 /* AUTO: poisson from VP_AUTO_POISSON_MIN vortons up where the grid is not much larger than the
  * vortons need, n / nodes >= VP_AUTO_POISSON_RATIO (1000 / n)^0.35; the tree otherwise.  Both
  * solvers evaluate the velocity at every node, but the tree's cost per node grows with log n
- * while poisson's (FFTs of the padded grid) does not depend on n: poisson is 2.2x faster for
- * 1e3 vortons on 2197 nodes and 9x for 1e4 on 13824, but 0.4-0.6x where tracers spread the
- * grid 4x wider than the vortons.  Crossover ratio measured on vortex-noise lattices with
- * tracers spread 1-4x wider, at 2 threads (this project's 2-core EPYC; benchmarks/
- * bench_crossover.py, with the tree's target-vectorised lists and poisson's float32
- * transforms): ~0.13 at 1e3 vortons, ~0.075 at 3375, ~0.052 at 1e4, ~0.042 at 3e4.  Poisson
- * is also faster on compact sets of a few hundred vortons, but not chosen there: with one
- * cell per vorton over a non-uniform set the grid is coarser than the dense part's spacing,
- * and its smoothing (sigma >= 0.8 h) changes the flow (hot_ball with 450 vortons: the tree
- * and the direct sum agree on a counter-rotating pair, poisson does not). */
+ * while poisson's (FFTs of the padded grid) does not depend on n, so poisson wins on a
+ * compact set and loses where tracers spread the grid far beyond the vortons (the ratio is
+ * the measured crossover, benchmarks/bench_crossover.py).  Below VP_AUTO_POISSON_MIN the tree
+ * is kept for accuracy: with one cell per vorton over a non-uniform set the grid is coarser
+ * than the dense part's spacing, and poisson's smoothing (sigma >= 0.8 h) changes the flow. */
 typedef enum { VP_SOLVER_DIRECT = 0, VP_SOLVER_TREE = 1, VP_SOLVER_POISSON = 2, VP_SOLVER_AUTO = 3 } vp_solver;
 #define VP_AUTO_POISSON_MIN 1000
 #define VP_AUTO_POISSON_RATIO 0.12
@@ -230,7 +225,6 @@ typedef struct {
     double *scratch;           /* per-vorton scratch of a phase (diffusion: 17 doubles a vorton), kept between steps */
     size_t scratch_allocated;
     vp_tree *tree;
-    int tree_ready;            /* 1: this step's domain phase has built the velocity phase's tree (sim.c) */
     struct vp_poisson *poisson; /* poisson solver cache (poisson.c): FFT plans, work arrays and the
                                    kernel transform, kept while the padded grid shape and core ratio hold */
     double timings[VP_PHASE_COUNT]; /* ms per phase of the last step */

@@ -13,6 +13,9 @@ def has_openmp() -> bool:
 def _fft_isa() -> str:
     """'avx2' or 'baseline': the FFT code the poisson solver runs."""
 
+def _cpu_level() -> int:
+    """The hand-written SIMD paths this process runs: 0 portable (or VORTONPY_PORTABLE=1), 1 AVX2, 2 AVX-512."""
+
 def direct_velocity(position: ArrayLike, strength: ArrayLike, radius: _Scalars, points: ArrayLike) -> NDArray[np.float64]:
     """Velocity (K, 3) at (K, 3) points induced by vortons of the given strengths (w V), by
     direct summation of the regularised Biot-Savart kernel."""
@@ -114,8 +117,6 @@ class Sim:
     def substeps(self) -> int: ...
     @property
     def diffusion_substeps(self) -> int: ...
-    @property
-    def overlapped(self) -> int: ...
     thermal_diffusivity: float
     ambient_density: float
     fluid_heat_capacity: float
