@@ -219,10 +219,10 @@ typedef struct {
     int density_flat;          /* every vorton at the ambient density this step: the density
                                   grid is zero, its gradient too (left uncomputed) */
     size_t grid_allocated;     /* nodes the grid arrays can hold */
-    float *cell_velocity;      /* (cells,3,8) float32 grid velocity at the 8 corners of each cell,
-                                  gathered for tracer advection (one contiguous read per lookup) */
+    float *cell_velocity;      /* (cells,8,4) float32: per cell the 8 coefficients of the trilinear
+                                  polynomial of [u v w density], for the tracers (advect.c) */
     size_t cell_allocated;     /* cells cell_velocity can hold */
-    double *scratch;           /* per-vorton scratch of a phase (diffusion: 17 doubles a vorton), kept between steps */
+    double *scratch;           /* a phase's scratch (workspace.c; diffusion: 17 doubles a vorton), kept between steps */
     size_t scratch_allocated;
     vp_tree *tree;
     struct vp_poisson *poisson; /* poisson solver cache (poisson.c): FFT plans, work arrays and the
@@ -233,7 +233,7 @@ typedef struct {
     int pse_substeps;          /* PSE exchanges of the last diffusion phase (diffuse.c) */
     int in_substep;            /* internal: 1 while a step runs as substeps but the last */
     uint64_t interactions;     /* velocity-solver interactions of the last step */
-    int failed_phase;          /* phase where the last non-finite value appeared, or -1 */
+    int failed_phase;          /* phase where the last step failed (a non-finite value appeared), or -1 */
     double *backup;            /* rollback copy of the particle arrays (params.rollback) */
     size_t backup_allocated;   /* doubles */
     vp_body *backup_bodies; size_t backup_bodies_allocated;

@@ -9,8 +9,8 @@
 #
 # Environment: PYTHON, the interpreter with numpy, pytest and setuptools (default: python3).
 # Why: a sim asks for threads whatever the build, and the threaded code paths must then run
-# on one thread without waiting for a team that never forms (stop 29 found a segfault and a
-# hang there that no test on an OpenMP build could see).
+# on one thread without waiting for a team that never forms (a crash or a hang there is
+# invisible to every test on an OpenMP build).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
