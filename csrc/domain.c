@@ -183,23 +183,25 @@ static void bounds_runs(const double *restrict t, long r0, long r1, const double
 }
 
 /* bounds_runs without limits (domain_bounds' pass over all points): the same min and max
- * (a NaN coordinate is skipped by both), in the form that compiles to MINPD and MAXPD. */
+ * (a NaN coordinate is skipped by both), on 4-double vectors (GCC's generic vectors: the
+ * clones' MINPD and MAXPD, or compare-and-blend) where GCC keeps 12 scalar lanes otherwise. */
+typedef long long vp_v4l __attribute__((vector_size(32)));
 VP_CLONES
 static void bounds_runs_free(const double *restrict t, long r0, long r1, double *restrict m1, double *restrict m2,
                              double *restrict b1)
 {
-    double mn[12], mx[12], bad[12];
-    for (int j = 0; j < 12; j++) { mn[j] = m1[j]; mx[j] = m2[j]; bad[j] = b1[j]; }
-    for (long r = r0; r < r1; r++) {
-        const double *c = t + 12 * r;
-        for (int j = 0; j < 12; j++) {
-            const double v = c[j];
-            bad[j] += v * 0.0; /* NaN once any coordinate is NaN or infinite */
-            mn[j] = v < mn[j] ? v : mn[j];
-            mx[j] = v > mx[j] ? v : mx[j];
+    vp_v4d mn[3], mx[3], bad[3];
+    memcpy(mn, m1, sizeof mn); memcpy(mx, m2, sizeof mx); memcpy(bad, b1, sizeof bad);
+    for (long r = r0; r < r1; r++)
+        for (int k = 0; k < 3; k++) {
+            vp_v4d v;
+            memcpy(&v, t + 12 * r + 4 * k, sizeof v);
+            bad[k] += v * 0.0; /* NaN once any coordinate is NaN or infinite */
+            const vp_v4l lt = v < mn[k], gt = v > mx[k];
+            mn[k] = (vp_v4d)(((vp_v4l)v & lt) | ((vp_v4l)mn[k] & ~lt));
+            mx[k] = (vp_v4d)(((vp_v4l)v & gt) | ((vp_v4l)mx[k] & ~gt));
         }
-    }
-    for (int j = 0; j < 12; j++) { m1[j] = mn[j]; m2[j] = mx[j]; b1[j] = bad[j]; }
+    memcpy(m1, mn, sizeof mn); memcpy(m2, mx, sizeof mx); memcpy(b1, bad, sizeof bad);
 }
 
 /* Per-lane min, max and non-finite detector of coordinates read in runs of 12 doubles (4
