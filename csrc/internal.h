@@ -25,9 +25,8 @@ typedef double vp_v4d __attribute__((vector_size(32)));
 #define VP_CLONES
 #endif
 
-/* GCC on x86-64 with the clones: the few kernels that choose their code at run time by the
- * CPU's level (cpu.h: PSE's packing, the tree's kernel width) are compiled; elsewhere only
- * their portable paths. */
+/* GCC on x86-64 with the clones: the kernels that choose their code at run time by the CPU's
+ * level (cpu.h: PSE's packing) are compiled; elsewhere only their portable paths. */
 #if defined(__GNUC__) && __GNUC__ >= 12 && !defined(__clang__) && defined(__x86_64__) && !defined(VP_NO_CLONES)
 #define VP_X86_DISPATCH 1
 #endif

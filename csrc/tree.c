@@ -263,44 +263,62 @@ static int build_lists(const vp_tree *t, double theta, const double gc[3], doubl
  * (Vectorised along the list for one target at a time, the short lists of a small grid
  * spend their time on horizontal sums and remainders.)  Each target's sums run along the
  * list in order, in float32 (7 digits: far below the expansion's error at theta = 0.4).
- * out: 6 nt floats, 4 pi u near (x y z), then far (x y z). */
-#define VP_TV 16 /* targets are evaluated in groups padded to a multiple of this */
+ * out: 6 nt floats, 4 pi u near (x y z), then far (x y z).  Eight floats a vector (one AVX2
+ * register; wider generic vectors make GCC split operations and build broadcasts through
+ * the stack on AVX2). */
+#define VP_TV 8 /* targets are evaluated in groups padded to a multiple of this */
+typedef float vp_tv __attribute__((vector_size(4 * VP_TV)));
+/* lane-wise square root (GCC vectorises the loop to one instruction) */
+#define TV_SQRT(dst, a) for (int l_ = 0; l_ < VP_TV; l_++) (dst)[l_] = sqrtf((a)[l_])
 
-/* The kernel works on vectors of VP_TV = 16 floats where the CPU has AVX-512 (one zmm
- * register, vp_cpu_level) and of 8 elsewhere: with 16-float vectors on AVX2, GCC splits
- * every operation in two and builds the list entries' broadcasts through the stack, each
- * read back by a wider load that cannot be forwarded, several times slower.  Each target's
- * sums run along the list in lane order whatever the width, so both widths give the same
- * bits. */
-typedef float vp_tv8 __attribute__((vector_size(32)));
-#define VP_EVAL_NAME eval_targets8
-#define VP_EVAL_W 8
-#define VP_EVAL_VT vp_tv8
-#define VP_EVAL_ATTR VP_CLONES
-#include "tree_eval.h"
-
-#ifdef VP_X86_DISPATCH
-typedef float vp_tv16 __attribute__((vector_size(64)));
-#define VP_EVAL_NAME eval_targets16
-#define VP_EVAL_W 16
-#define VP_EVAL_VT vp_tv16
-#define VP_EVAL_ATTR __attribute__((target("arch=x86-64-v4")))
-#include "tree_eval.h"
-/* whether this CPU runs eval_targets16: the ISA level of target_clones' own x86-64-v4 clones */
-static int eval_wide(void) { return vp_cpu_level() == VP_CPU_AVX512; }
-#endif
-
+VP_CLONES
 static void eval_targets(const ilist *L, int nt, const float *restrict TX, const float *restrict TY,
                          const float *restrict TZ, float *restrict out)
 {
-#ifdef VP_X86_DISPATCH
-    if (eval_wide()) {
-        eval_targets16(L, nt, TX, TY, TZ, out);
-        return;
+    const size_t cn = L->cap_near, cf = L->cap_far, nn = L->n_near, nf = L->n_far;
+    const float *N = L->near, *F = L->far;
+    for (int t0 = 0; t0 < nt; t0 += VP_TV) {
+        vp_tv x, y, z;
+        memcpy(&x, TX + t0, sizeof x); memcpy(&y, TY + t0, sizeof y); memcpy(&z, TZ + t0, sizeof z);
+        vp_tv ux = {0}, uy = {0}, uz = {0};
+        for (size_t j = 0; j < nn; j++) {
+            const float X = N[j], Y = N[cn + j], Z = N[2 * cn + j], AX = N[3 * cn + j], AY = N[4 * cn + j],
+                        AZ = N[5 * cn + j], S2 = N[6 * cn + j];
+            const vp_tv rx = x - X, ry = y - Y, rz = z - Z;
+            const vp_tv r2 = rx * rx + ry * ry + rz * rz;
+            const vp_tv iq = 1.0f / (r2 + S2);
+            vp_tv sq;
+            TV_SQRT(sq, iq);
+            const vp_tv g = (r2 + 2.5f * S2) * iq * iq * sq; /* kernel.h's g in float */
+            ux += g * (AY * rz - AZ * ry);
+            uy += g * (AZ * rx - AX * rz);
+            uz += g * (AX * ry - AY * rx);
+        }
+        memcpy(out + t0, &ux, sizeof ux); memcpy(out + nt + t0, &uy, sizeof uy); memcpy(out + 2 * nt + t0, &uz, sizeof uz);
+        ux = uy = uz = (vp_tv){0};
+        for (size_t j = 0; j < nf; j++) {
+            const float CX = F[j], CY = F[cf + j], CZ = F[2 * cf + j], A0 = F[3 * cf + j], A1 = F[4 * cf + j],
+                        A2 = F[5 * cf + j], D0 = F[6 * cf + j], D1 = F[7 * cf + j], D2 = F[8 * cf + j],
+                        D3 = F[9 * cf + j], D4 = F[10 * cf + j], D5 = F[11 * cf + j], D6 = F[12 * cf + j],
+                        D7 = F[13 * cf + j], D8 = F[14 * cf + j];
+            const float cx = D5 - D7, cy = D6 - D2, cz = D1 - D3;
+            const vp_tv rx = x - CX, ry = y - CY, rz = z - CZ;
+            const vp_tv r2 = rx * rx + ry * ry + rz * rz;
+            vp_tv r1;
+            TV_SQRT(r1, r2);
+            const vp_tv ir = 1.0f / r1, ir3 = ir * ir * ir, ir5 = 3.0f * ir3 / r2;
+            const vp_tv dx = D0 * rx + D1 * ry + D2 * rz;
+            const vp_tv dy = D3 * rx + D4 * ry + D5 * rz;
+            const vp_tv dz = D6 * rx + D7 * ry + D8 * rz;
+            ux += (A1 * rz - A2 * ry - cx) * ir3 + (dy * rz - dz * ry) * ir5;
+            uy += (A2 * rx - A0 * rz - cy) * ir3 + (dz * rx - dx * rz) * ir5;
+            uz += (A0 * ry - A1 * rx - cz) * ir3 + (dx * ry - dy * rx) * ir5;
+        }
+        memcpy(out + 3 * nt + t0, &ux, sizeof ux); memcpy(out + 4 * nt + t0, &uy, sizeof uy);
+        memcpy(out + 5 * nt + t0, &uz, sizeof uz);
     }
-#endif
-    eval_targets8(L, nt, TX, TY, TZ, out);
 }
+#undef TV_SQRT
 
 /* Targets farther than VP_TREE_FAR root sizes from the tree (along an axis from its box
  * centre, the size being the box's half-width plus the largest core radius) take the root's
@@ -344,7 +362,7 @@ static void far_velocity(const vp_tree *t, const double x[3], double u[3])
  * bounding box; each cell's points share one interaction list, built for the sphere around
  * their own bounding box (so a list is valid for every point of its group, as in the grid
  * path).  That amortises the traversal over the group, whose points are then evaluated
- * together (eval_targets, padded to a multiple of 16 with the group's first point).
+ * together (eval_targets, padded to a multiple of VP_TV with the group's first point).
  * Deterministic: a point's group does not depend on the threads. */
 int vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *points, double *vel, int threads)
 {
