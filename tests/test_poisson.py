@@ -212,13 +212,12 @@ def test_auto_picks_poisson_for_many_vortons_and_the_tree_for_few():
         assert np.array_equal(grids["auto"], grids[twin]), (n, spread)
 
 
-def test_auto_tree_built_in_the_domain_phase_follows_the_solver_actually_picked():
-    """With the tree expected (solver 'auto' judged on the last step's grid), the domain phase
-    builds it on one thread while the others scan the boxes (sim.c: domain_bounds).  The
-    guess is wrong when the grid changes size: tracers moved in and out of a far region make
-    auto switch between poisson and the tree from one update to the next.  Every field must
-    still be exactly the one the picked solver gives from scratch (the vortons move between
-    updates, so a tree left over from an earlier update would give another field)."""
+def test_auto_follows_the_grid_from_one_update_to_the_next():
+    """Solver 'auto' judges each update on that update's grid: tracers moved in and out of a
+    far region make it switch between poisson and the tree from one update to the next.
+    Every field must be exactly the one the picked solver gives from scratch (the vortons
+    move between updates, so a tree or a poisson cache left over from an earlier update
+    would give another field)."""
     rng = np.random.default_rng(2)
     p, w = rng.uniform(-1, 1, (1500, 3)), rng.normal(size=(1500, 3))
     far, near = rng.uniform(-7, 7, (2000, 3)), rng.uniform(-1, 1, (2000, 3))
