@@ -18,9 +18,12 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 SOURCES = [
-    "csrc/module.c", "csrc/params.c", "csrc/sim.c", "csrc/particles.c", "csrc/grid.c", "csrc/tree.c",
-    "csrc/poisson.c", "csrc/stretch.c", "csrc/diffuse.c", "csrc/buoyancy.c", "csrc/body.c",
-    "csrc/contact.c", "csrc/remesh.c", "csrc/cpu.c",
+    "csrc/module.c", "csrc/params.c", "csrc/sim.c", "csrc/workspace.c", "csrc/particles.c", "csrc/grid.c",
+    # the step's phases, physics.md section 2
+    "csrc/domain.c", "csrc/velocity.c", "csrc/direct.c", "csrc/tree.c", "csrc/poisson.c",
+    "csrc/stretch.c", "csrc/buoyancy.c", "csrc/diffuse.c", "csrc/advect.c", "csrc/contact.c",
+    "csrc/body.c", "csrc/emit.c", "csrc/remesh.c",
+    "csrc/cpu.c",
     # the FFT lines (pocketfft's C++ header, vectorised across lines): the one C++ part
     "csrc/fft_lines.cpp", "csrc/fft_lines_avx2.cpp",
 ]

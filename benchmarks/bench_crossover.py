@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 
 import vortonpy as vp  # noqa: E402
 
-# auto's rule (csrc/vortonpy.h, vp_auto_solver in csrc/sim.c): poisson where n / nodes >= RATIO (1000 / n)^EXPONENT
+# auto's rule (csrc/vortonpy.h, vp_auto_solver in csrc/velocity.c): poisson where n / nodes >= RATIO (1000 / n)^EXPONENT
 RATIO, EXPONENT = 0.12, 0.35
 
 

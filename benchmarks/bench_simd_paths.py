@@ -1,17 +1,14 @@
 #!/usr/bin/env python
-"""The hand-written AVX2 paths against the compiler's clones, per phase, on this CPU.
+"""The hand-written SIMD paths against the portable ones, per phase, on this CPU.
 
-A few hot loops (the tracers' cell lookup and whole tracer blocks, the domain's box, the
-vortons' cells on the double grid) are written with AVX2 intrinsics, chosen at run time;
-``VORTONPY_NO_AVX2=1`` makes a process take the portable loops instead, which GCC compiles
-as target clones (AVX-512, AVX2 + FMA, baseline) picked by CPU.  Every variant gives the
-same bits (tested).  The tracers take the intrinsics only where the clones are not the
-AVX-512 ones (on an AVX-512 Xeon the clones ran the tracers faster; figures in
-benchmarks/README.md); ``VORTONPY_AVX2_TRACERS=1`` takes them there too.  Three variants:
+A few kernels choose a hand-written path at run time by the CPU's level (csrc/cpu.h): PSE's
+packing of the pairs (AVX-512 or AVX2), the tree's 16-float kernel (AVX-512) and the FFT
+lines' AVX2 + FMA copy.  ``VORTONPY_PORTABLE=1`` makes a process take the portable paths
+(the compiler's clones still pick their own ISA).  Both give the same bits (tested), except
+the FFT copies, which agree to rounding.  Two variants:
 
 * ``default``: what a process picks on this CPU;
-* ``avx2 all``: ``VORTONPY_AVX2_TRACERS=1``, every intrinsic path;
-* ``clones``: ``VORTONPY_NO_AVX2=1``, no intrinsics.
+* ``portable``: ``VORTONPY_PORTABLE=1``.
 
 The choice is cached per process, so each variant runs in its own process: a scene is
 warmed up and saved once, then ``--rounds`` rounds each start one process per variant (the
@@ -42,7 +39,6 @@ import json, sys, time
 sys.path.insert(0, sys.argv[4])
 import vortonpy as vp
 s = vp.Sim.load(sys.argv[1], threads=int(sys.argv[2]))
-s.overlap = 0
 s.step()
 out = []
 for _ in range(int(sys.argv[3])):
@@ -52,13 +48,12 @@ print(json.dumps(out))
 """
 
 
-VARIANTS = {"default": {}, "avx2 all": {"VORTONPY_AVX2_TRACERS": "1"}, "clones": {"VORTONPY_NO_AVX2": "1"}}
+VARIANTS = {"default": {}, "portable": {"VORTONPY_PORTABLE": "1"}}
 
 
 def run_child(path, threads, steps, extra):
     env = dict(os.environ)
-    env.pop("VORTONPY_NO_AVX2", None)
-    env.pop("VORTONPY_AVX2_TRACERS", None)
+    env.pop("VORTONPY_PORTABLE", None)
     env.update(extra)
     r = subprocess.run([sys.executable, "-c", CHILD, path, str(threads), str(steps), C.REPO], env=env,
                        capture_output=True, text=True, check=True)
@@ -73,7 +68,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=60, help="timed steps per process (default 60)")
     ap.add_argument("--rounds", type=int, default=5, help="processes per variant (default 5)")
     a = ap.parse_args(argv)
-    print(C.header("vortonpy: the AVX2 intrinsic paths against the compiler's clones"))
+    print(C.header("vortonpy: the hand-written SIMD paths against the portable ones"))
     tmpdir = tempfile.TemporaryDirectory(prefix="vortonpy-simd-")
     tmp = tmpdir.name
     results = {}

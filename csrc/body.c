@@ -2,7 +2,7 @@
  * state, impulses from the fluid, and integration with a unit quaternion. */
 #include <math.h>
 #include <string.h>
-#include "vortonpy.h"
+#include "internal.h"
 #include "kernel.h"
 
 void vp_body_init(vp_body *b)
@@ -65,4 +65,11 @@ void vp_body_integrate(vp_body *b, double dt)
     for (int k = 0; k < 4; k++) q[k] /= nrm;
     memset(b->force, 0, sizeof b->force); memset(b->torque, 0, sizeof b->torque);
     memset(b->impulse, 0, sizeof b->impulse); memset(b->angular_impulse, 0, sizeof b->angular_impulse);
+}
+
+/* Phase 9 (physics.md 2.9): every body integrated over the step's dt. */
+int vp_bodies_integrate(vp_sim *s)
+{
+    for (size_t b = 0; b < s->n_bodies; b++) vp_body_integrate(&s->bodies[b], s->params.dt);
+    return VP_OK;
 }

@@ -4,60 +4,29 @@
 #include "internal.h"
 #include "grid_inline.h"
 #include "kernel.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
-/* Density deviation on the grid: each vorton's mass deviation d_i V_i, cloud-in-cell splatted
- * and divided by the cell volume, so the grid holds exactly the particles' total mass.  With
- * `stretch`, also the vortons' stretching (physics.md 2.3, stretch.c), which does not touch
- * what the splat reads.  Below VP_SPLAT_PARALLEL_MIN vortons the splat is one serial pass (in
- * index order: its parallel form adds in another order); with more than one thread it then
- * runs on the first thread while the others stretch blocks of STRETCH_BLOCK vortons, and
- * the first takes the remaining blocks when it is done.  Each block is independent, so the
- * result is the same as one after the other (in hot_ball, with ~1e3 vortons, the second
- * thread otherwise waited through the splat). */
-#define STRETCH_BLOCK 64
-int vp_splat_density_stretch(vp_sim *s, int stretch)
+/* The density grid (physics.md 2.4, part 8): each vorton's mass deviation d_i V_i,
+ * cloud-in-cell splatted and divided by the cell volume, so the grid holds exactly the
+ * particles' total mass; then its central-difference gradient.  A fluid at the ambient
+ * density everywhere has a zero grid: its gradient is zero and makes no baroclinic
+ * vorticity, so neither the splat nor the gradient is computed (density_flat). */
+int vp_density_grid(vp_sim *s)
 {
     size_t nn = vp_grid_count(&s->grid);
     memset(s->grid_density, 0, nn * sizeof(double));
     vp_vortons *v = &s->vortons;
-    stretch = stretch && v->n;
     double inv_cell = 1.0 / (s->grid.h * s->grid.h * s->grid.h);
     const double *x = v->position->data, *d = v->density->data, *r = v->radius->data;
-    int any = 0, threads = vp_threads(s);
+    int any = 0;
     for (size_t i = 0; i < v->n && !any; i++) any = d[i] != 0.0;
-    if (any) {
-        /* scratch: the masses (n), then the splat's work space (size_t, 8 bytes like a double) */
-        double *m = vp_sim_scratch(s, v->n + vp_grid_splat_work(&s->grid, v->n));
-        if (!m) return VP_ERR_NOMEM;
-        for (size_t i = 0; i < v->n; i++) m[i] = d[i] == 0.0 ? 0.0 : d[i] * vp_volume(r[i]) * inv_cell;
-        size_t *work = (size_t *)(m + v->n);
-        if (stretch && threads > 1 && !vp_grid_splat_is_parallel(v->n)) {
-            const long n = (long)v->n, nb = (n + STRETCH_BLOCK - 1) / STRETCH_BLOCK;
-            long next = 0;
-#pragma omp parallel num_threads(threads)
-            {
-#ifdef _OPENMP
-                if (omp_get_thread_num() == 0)
-#endif
-                    vp_grid_splat_many(&s->grid, s->grid_density, 1, v->n, x, m, work, 1);
-                for (long b; (b = vp_claim(&next)) < nb;) {
-                    vp_stretch_range(s, b * STRETCH_BLOCK, vp_block_end(b, STRETCH_BLOCK, n));
-                }
-            }
-            stretch = 0;
-        } else {
-            vp_grid_splat_many(&s->grid, s->grid_density, 1, v->n, x, m, work, threads);
-        }
-    }
-    if (stretch) vp_stretch(s);
-    /* A fluid at the ambient density everywhere has a zero density grid: its gradient is zero
-     * and makes no baroclinic vorticity, so neither is computed (1e5 vortons without heat:
-     * 0.8 ms of a 35 ms step on two threads went to the gradient and to adding zeros). */
     s->density_flat = !any;
-    if (any) vp_grid_gradient(&s->grid, s->grid_density, s->grid_density_gradient, vp_threads(s));
+    if (!any) return VP_OK;
+    /* scratch: the masses (n), then the splat's work space (size_t, 8 bytes like a double) */
+    double *m = vp_sim_scratch(s, v->n + vp_grid_splat_work(&s->grid, v->n));
+    if (!m) return VP_ERR_NOMEM;
+    for (size_t i = 0; i < v->n; i++) m[i] = d[i] == 0.0 ? 0.0 : d[i] * vp_volume(r[i]) * inv_cell;
+    vp_grid_splat_many(&s->grid, s->grid_density, 1, v->n, x, m, (size_t *)(m + v->n), vp_threads(s));
+    vp_grid_gradient(&s->grid, s->grid_density, s->grid_density_gradient, vp_threads(s));
     return VP_OK;
 }
 
@@ -65,13 +34,13 @@ int vp_splat_density_stretch(vp_sim *s, int stretch)
  * AVX-512, AVX2 + FMA and the baseline (VP_CLONES) for vp_grid_interp3's vectors. */
 VP_CLONES
 static void baroclinic_range(const vp_grid *grid, const double *restrict grad_rho, const double g[3], double k, long i0,
-                             long i1, const double *restrict x, double *restrict w, int simd)
+                             long i1, const double *restrict x, double *restrict w)
 {
     double f[64][3];
     size_t base[64];
-    for (long b0 = i0; b0 < i1; b0 += 64) { /* the block's cells first (vp_grid_cells: AVX2 where simd) */
+    for (long b0 = i0; b0 < i1; b0 += 64) { /* the block's cells first */
         const int m = (int)(i1 - b0 < 64 ? i1 - b0 : 64);
-        vp_grid_cells(grid, m, x + 3 * b0, base, f, simd);
+        vp_grid_cells(grid, m, x + 3 * b0, base, f);
         for (int j = 0; j < m; j++) {
             const long i = b0 + j;
             double grad[3], c[3];
@@ -82,36 +51,36 @@ static void baroclinic_range(const vp_grid *grid, const double *restrict grad_rh
     }
 }
 
-/* Baroclinic generation dw/dt = (grad rho) x g / rho0 (Boussinesq): heavy fluid sinks, light
- * rises.  Skipped when gravity is zero, the domain is flat along it or the density is
- * uniform (density_flat, with finite factors: the term is exactly zero; skipping it differs
- * from adding it only in the sign of a vorticity component that is -0.0). */
-void vp_baroclinic(vp_sim *s)
+/* Phase 4 (physics.md 2.4, part 8): baroclinic generation dw/dt = (grad rho) x g / rho0
+ * (Boussinesq): heavy fluid sinks, light rises.  Skipped when params.baroclinic is 0,
+ * gravity is zero, the domain is flat along it or the density is uniform (density_flat,
+ * with finite factors: the term is exactly zero; skipping it differs from adding it only in
+ * the sign of a vorticity component that is -0.0). */
+int vp_baroclinic(vp_sim *s)
 {
     const double *g = s->params.gravity;
     double gg = vp_dot3(g, g);
-    if (gg == 0.0) return;
+    if (!s->vortons.n || !s->params.baroclinic || gg == 0.0) return VP_OK;
     double ext[3] = {(s->grid.n[0] - 1) * s->grid.h, (s->grid.n[1] - 1) * s->grid.h,
                      (s->grid.n[2] - 1) * s->grid.h};
-    if (fabs(ext[0] * g[0]) + fabs(ext[1] * g[1]) + fabs(ext[2] * g[2]) == 0.0) return;
+    if (fabs(ext[0] * g[0]) + fabs(ext[1] * g[1]) + fabs(ext[2] * g[2]) == 0.0) return VP_OK;
     vp_vortons *v = &s->vortons;
     double k = s->params.dt / s->params.ambient_density;
     /* (an infinite k or g times the zero gradient is NaN: then the term runs, and the step
      * fails in the phase it always did) */
-    if (s->density_flat && isfinite(k) && isfinite(gg)) return;
+    if (s->density_flat && isfinite(k) && isfinite(gg)) return VP_OK;
     double *x = v->position->data, *w = v->vorticity->data;
     int threads = vp_threads(s);
     (void)threads;
     const long n = (long)v->n;
-    /* an even share of the vortons a thread (blocks of 256 split 3:2 between two threads at
-     * 1200 vortons: 1.55-1.67x from the second thread) */
-    const int simd = vp_avx2_ok();
+    /* an even share of the vortons a thread */
 #pragma omp parallel num_threads(threads)
     {
         long i0, i1;
         vp_thread_share(n, &i0, &i1);
-        baroclinic_range(&s->grid, s->grid_density_gradient, g, k, i0, i1, x, w, simd);
+        baroclinic_range(&s->grid, s->grid_density_gradient, g, k, i0, i1, x, w);
     }
+    return VP_OK;
 }
 
 /* Density deviation at a point: the grid's value inside it, ambient (0) outside. */
@@ -134,11 +103,11 @@ static double sample_density(const vp_sim *s, const double x[3])
  * fluid just outside instead, one grid cell beyond the surface: above and below along g
  * (their mean is the density at the centre's height for a linear profile, and straddles an
  * interface) and four points around the equator, the two groups weighted equally. */
-void vp_bodies_buoyancy(vp_sim *s)
+int vp_bodies_buoyancy(vp_sim *s)
 {
     const double *g = s->params.gravity;
     double gn = sqrt(vp_dot3(g, g));
-    if (gn == 0.0) return;
+    if (gn == 0.0) return VP_OK;
     double gh[3] = {g[0] / gn, g[1] / gn, g[2] / gn};
     /* two unit vectors perpendicular to g */
     double t1[3] = {0, 0, 0}, t2[3];
@@ -163,4 +132,5 @@ void vp_bodies_buoyancy(vp_sim *s)
         double net = B->mass - rho * vp_volume(B->radius);
         for (int a = 0; a < 3; a++) B->force[a] += g[a] * net;
     }
+    return VP_OK;
 }

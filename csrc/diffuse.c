@@ -217,15 +217,12 @@ __attribute__((target("avx2,fma"))) static void pse_inside_multi_avx2(const floa
     }
 #undef PSE_MULTI
 }
-/* The packing vp_pse_pairs uses: 2 AVX-512's compress, 1 AVX2's table, 0 the portable loop.
- * VORTONPY_NO_AVX512 and VORTONPY_NO_AVX2 (vp_env_off) rule the first two out: the tests
- * compare the three this way. */
+/* The packing vp_pse_pairs uses: 2 AVX-512's compress, 1 AVX2's table, 0 the portable loop
+ * (vp_cpu_level: VORTONPY_PORTABLE=1 forces the last). */
 static int pse_pack_mode(void)
 {
-    __builtin_cpu_init();
-    if (!vp_env_off("VORTONPY_NO_AVX512") && __builtin_cpu_supports("avx512f")) return 2;
-    if (!vp_env_off("VORTONPY_NO_AVX2") && __builtin_cpu_supports("avx2")) return 1;
-    return 0;
+    const int level = vp_cpu_level();
+    return level == VP_CPU_AVX512 ? 2 : level == VP_CPU_AVX2 ? 1 : 0;
 }
 /* Whether vp_pse_cell2 may run: the AVX2 packing (pack 1), and the CPU has all of
  * x86-64-v3, so that the clones running beside it are v3 or v4 ones, which contract like

@@ -2,6 +2,9 @@
  * transforms; fft_lines_avx2.cpp the AVX2 + FMA copy, used when the CPU has both. */
 #define VP_FFT_FN(name) vp_fft_base_##name
 #include "fft_lines_impl.hpp"
+extern "C" {
+#include "cpu.h"
+}
 
 #if VP_FFT_HAVE_AVX2
 extern "C" void *vp_fft_avx2_new(size_t n, int real);
@@ -14,15 +17,12 @@ struct vp_fft {
     void *plan;
 };
 
-/* The AVX2 copy when the CPU has AVX2 and FMA, unless VORTONPY_FFT_BASELINE is set (tests run
- * the baseline copy that way; no CPU here lacks AVX2). */
+/* The AVX2 copy where the CPU has AVX2 and FMA (x86-64-v3 or better, cpu.h), unless
+ * VORTONPY_PORTABLE=1 forces the baseline copy. */
 static int cpu_has_avx2(void)
 {
 #if VP_FFT_HAVE_AVX2
-    const char *force = std::getenv("VORTONPY_FFT_BASELINE");
-    if (force && *force && *force != '0') return 0;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return vp_cpu_level() >= VP_CPU_AVX2;
 #else
     return 0;
 #endif

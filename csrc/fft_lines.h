@@ -1,8 +1,7 @@
 /* fft_lines.h: 1D FFTs of eight lines at once, one line in each lane of an 8-float vector
  * (pocketfft's C++ transforms on vector data: every butterfly works on eight lines).  float32:
- * twice the lines per AVX2 instruction of the former four-double lanes, 2.0x the transforms
- * per second on this project's machine; the poisson solver's rounding (~1e-6 of the field)
- * stays far below its discretisation error (poisson.c).
+ * twice the lines per AVX2 instruction of four-double lanes; the poisson solver's rounding
+ * (~1e-6 of the field) stays far below its discretisation error (poisson.c).
  *
  * A buffer for a length-n transform holds n positions t, each a record of the eight lines:
  *   complex: [re0 .. re7 im0 .. im7] (16 floats per t),
@@ -12,7 +11,7 @@
  * r0, r1, i1, r2, i2, ..., (r_{n/2} for even n), per lane; the backward transform reads it.
  *
  * The transforms are compiled twice, for AVX2 + FMA and for the baseline; a plan uses the
- * best the CPU has.  Plain C interface; the implementation is C++ (fft_lines*.cpp). */
+ * best the CPU has (cpu.h).  Plain C interface; the implementation is C++ (fft_lines*.cpp). */
 #ifndef VP_FFT_LINES_H
 #define VP_FFT_LINES_H
 #include <stddef.h>

@@ -6,9 +6,8 @@
 #include "vortonpy.h"
 
 /* Always inlined: an out-of-line copy is compiled for the baseline ISA, and a cloned AVX2 /
- * AVX-512 caller that calls it loses the vector lookups (GCC stopped inlining
- * vp_grid_interp3 into the baroclinic clones once it shared vp_grid_corners_of: 2.5x
- * slower). */
+ * AVX-512 caller that calls it loses the vector lookups (GCC does not always inline these
+ * into the clones on its own). */
 #if defined(__GNUC__)
 #define VP_GRID_INLINE static inline __attribute__((always_inline))
 #else
@@ -56,80 +55,11 @@ VP_GRID_INLINE vp_grid_corners vp_grid_corners_of(const vp_grid *g, const double
     return vp_grid_corners_at(g, field, dim, base, f);
 }
 
-/* vp_grid_cell of m points (records of 3 doubles at x) into base[j] and f[j][0..2]: with AVX2
- * where simd (vp_avx2_ok), four points at a time, for finite points (the clamps as MINPD
- * then MAXPD: C's selects for every finite value; a NaN would go to the top here, to 0
- * there: positions are finite after the domain phase, and a NaN predictor comes only from
- * a NaN grid velocity, when the step fails in either path), the same truncations,
- * fractions and indices, so the same cells; GCC's scalar
- * vp_grid_cell took ~36 instructions a lookup (callgrind, 1e5 vortons), this ~10.  Else
- * vp_grid_cell point by point. */
-#ifdef VP_X86_DISPATCH
-#include <immintrin.h>
-/* Four points' records [x0 y0 z0 x1] [y1 z1 x2 y2] [z2 x3 y3 z3] at p as the lanes of x, y, z,
- * and back (vp_lanes_to_records: the inverse shuffles). */
-__attribute__((target("avx2"), always_inline)) static inline void vp_records_to_lanes(const double *p, __m256d *x,
-                                                                                   __m256d *y, __m256d *z)
-{
-    const __m256d r0 = _mm256_loadu_pd(p), r1 = _mm256_loadu_pd(p + 4), r2 = _mm256_loadu_pd(p + 8);
-    const __m256d s0 = _mm256_permute2f128_pd(r0, r1, 0x30), s1 = _mm256_permute2f128_pd(r0, r2, 0x21),
-                  s2 = _mm256_permute2f128_pd(r1, r2, 0x30);
-    *x = _mm256_shuffle_pd(s0, s1, 0xA); *y = _mm256_shuffle_pd(s0, s2, 0x5); *z = _mm256_shuffle_pd(s1, s2, 0xA);
-}
-
-__attribute__((target("avx2"), always_inline)) static inline void vp_lanes_to_records(double *p, __m256d x, __m256d y,
-                                                                                   __m256d z)
-{
-    const __m256d t0 = _mm256_shuffle_pd(x, y, 0x0), t1 = _mm256_shuffle_pd(z, x, 0xA), t2 = _mm256_shuffle_pd(y, z, 0xF);
-    _mm256_storeu_pd(p, _mm256_permute2f128_pd(t0, t1, 0x20));
-    _mm256_storeu_pd(p + 4, _mm256_permute2f128_pd(t2, t0, 0x30));
-    _mm256_storeu_pd(p + 8, _mm256_permute2f128_pd(t1, t2, 0x31));
-}
-
-__attribute__((target("avx2"), unused)) static void vp_grid_cells_avx2(const vp_grid *g, int m, const double *x,
-                                                                      size_t *restrict base, double (*restrict f)[3])
-{
-    const double inv_h = 1.0 / g->h;
-    const __m256d ih = _mm256_set1_pd(inv_h), zero = _mm256_setzero_pd();
-    const __m256d o0 = _mm256_set1_pd(g->origin[0]), o1 = _mm256_set1_pd(g->origin[1]), o2 = _mm256_set1_pd(g->origin[2]);
-    const __m256d t0 = _mm256_set1_pd((double)(g->n[0] - 1)), t1 = _mm256_set1_pd((double)(g->n[1] - 1)),
-                  t2 = _mm256_set1_pd((double)(g->n[2] - 1));
-    const __m128i l0 = _mm_set1_epi32(g->n[0] - 2), l1 = _mm_set1_epi32(g->n[1] - 2), l2 = _mm_set1_epi32(g->n[2] - 2);
-    const size_t sy = (size_t)g->n[0], sz = sy * (size_t)g->n[1];
-    int j = 0;
-    for (; j + 4 <= m; j += 4) {
-        __m256d u, v, w;
-        vp_records_to_lanes(x + 3 * j, &u, &v, &w);
-        u = _mm256_max_pd(_mm256_min_pd(_mm256_mul_pd(_mm256_sub_pd(u, o0), ih), t0), zero);
-        v = _mm256_max_pd(_mm256_min_pd(_mm256_mul_pd(_mm256_sub_pd(v, o1), ih), t1), zero);
-        w = _mm256_max_pd(_mm256_min_pd(_mm256_mul_pd(_mm256_sub_pd(w, o2), ih), t2), zero);
-        const __m128i i = _mm_min_epi32(_mm256_cvttpd_epi32(u), l0), k = _mm_min_epi32(_mm256_cvttpd_epi32(v), l1),
-                      l = _mm_min_epi32(_mm256_cvttpd_epi32(w), l2);
-        double fu[4], fv[4], fw[4];
-        int iu[4], iv[4], iw[4];
-        _mm256_storeu_pd(fu, _mm256_sub_pd(u, _mm256_cvtepi32_pd(i)));
-        _mm256_storeu_pd(fv, _mm256_sub_pd(v, _mm256_cvtepi32_pd(k)));
-        _mm256_storeu_pd(fw, _mm256_sub_pd(w, _mm256_cvtepi32_pd(l)));
-        _mm_storeu_si128((__m128i *)iu, i); _mm_storeu_si128((__m128i *)iv, k); _mm_storeu_si128((__m128i *)iw, l);
-        for (int q = 0; q < 4; q++) {
-            base[j + q] = (size_t)iu[q] + (size_t)iv[q] * sy + (size_t)iw[q] * sz;
-            f[j + q][0] = fu[q]; f[j + q][1] = fv[q]; f[j + q][2] = fw[q];
-        }
-    }
-    for (; j < m; j++) base[j] = vp_grid_cell(g, x + 3 * j, f[j]);
-}
-#endif
-
+/* vp_grid_cell of m points (records of 3 doubles at x) into base[j] and f[j][0..2]: the
+ * cells of a block first, so that its lookups are independent of each other. */
 VP_GRID_INLINE void vp_grid_cells(const vp_grid *g, int m, const double *x, size_t *restrict base,
-                                  double (*restrict f)[3], int simd)
+                                  double (*restrict f)[3])
 {
-#ifdef VP_X86_DISPATCH
-    if (simd) {
-        vp_grid_cells_avx2(g, m, x, base, f);
-        return;
-    }
-#endif
-    (void)simd;
     for (int j = 0; j < m; j++) base[j] = vp_grid_cell(g, x + 3 * j, f[j]);
 }
 
@@ -148,7 +78,7 @@ VP_GRID_INLINE void vp_grid_interp(const vp_grid *g, const double *restrict fiel
  * fields (velocity, density gradient) as 4 lanes, the Jacobian's 9 as two 4-lane halves and one.  The
  * same arithmetic per component as vp_grid_interp.  The 4-lane loads of a 3-component field
  * read one double past a node's; the field must have VP_GRID_PAD doubles after its last node
- * (sim.c allocates them), and the extra lane is discarded. */
+ * (domain.c allocates them), and the extra lane is discarded. */
 #define VP_GRID_PAD 4
 typedef double vp_g4d __attribute__((vector_size(32)));
 /* (no 8-double type: vectors wider than AVX2's 32 bytes went through the stack there, see
@@ -181,10 +111,9 @@ VP_GRID_INLINE void vp_grid_interp3(const vp_grid *g, const double *restrict fie
 VP_GRID_INLINE void vp_grid_interp9_at(const vp_grid *g, const double *restrict field, size_t base, const double f[3],
                                       double *restrict out)
 {
-    /* Two 4-lane halves, not one 8-lane vector: on AVX2 GCC split the 8-lane operations and
-     * built each scalar weight's broadcast through the stack (8-byte stores read back by a
-     * 16-byte load, a failed forward: 40% of stretching on an AVX2 EPYC).  The same
-     * arithmetic per component. */
+    /* Two 4-lane halves, not one 8-lane vector: on AVX2 GCC splits the 8-lane operations and
+     * builds each scalar weight's broadcast through the stack (stores read back by a wider
+     * load, which cannot be forwarded).  The same arithmetic per component. */
     const vp_grid_corners c = vp_grid_corners_at(g, field, 9, base, f);
     vp_g4d a[4], b[4];
     double a8[4];

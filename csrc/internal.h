@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include "vortonpy.h"
+#include "cpu.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -24,49 +25,11 @@ typedef double vp_v4d __attribute__((vector_size(32)));
 #define VP_CLONES
 #endif
 
-/* GCC on x86-64 with the clones: the few steps that choose their code at run time by hand
- * (intrinsics under a target attribute, __builtin_cpu_supports: PSE's packing, the tree's
- * kernel width) are compiled; elsewhere only their portable paths. */
+/* GCC on x86-64 with the clones: the kernels that choose their code at run time by the CPU's
+ * level (cpu.h: PSE's packing) are compiled; elsewhere only their portable paths. */
 #if defined(__GNUC__) && __GNUC__ >= 12 && !defined(__clang__) && defined(__x86_64__) && !defined(VP_NO_CLONES)
 #define VP_X86_DISPATCH 1
 #endif
-
-/* Whether environment variable `name` is set and not "0" (VORTONPY_NO_AVX512 and the like,
- * which rule a run-time path out: the tests compare the paths this way). */
-static inline int vp_env_off(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && *v != '0';
-}
-
-#ifdef VP_X86_DISPATCH
-/* Whether the CPU has `feature` (a __builtin_cpu_supports name) and environment variable
- * `off` is not set: the run-time choice of a hand-written SIMD path (the tests compare the
- * paths by setting the variable, in fresh processes).  Decided once per process and
- * function (asked from every block of some loops; threads racing to set it store the same
- * value). */
-#define VP_CPU_CHOICE(off, feature)                                                       \
-    __extension__({                                                                       \
-        static int choice_ = -1;                                                          \
-        int c_ = __atomic_load_n(&choice_, __ATOMIC_RELAXED);                             \
-        if (c_ < 0) {                                                                     \
-            __builtin_cpu_init();                                                         \
-            c_ = !vp_env_off(off) && __builtin_cpu_supports(feature);                     \
-            __atomic_store_n(&choice_, c_, __ATOMIC_RELAXED);                             \
-        }                                                                                 \
-        c_;                                                                               \
-    })
-#endif
-
-/* Whether the hand-written AVX2 paths may run (VORTONPY_NO_AVX2 rules them out). */
-static inline int vp_avx2_ok(void)
-{
-#ifdef VP_X86_DISPATCH
-    return VP_CPU_CHOICE("VORTONPY_NO_AVX2", "avx2");
-#else
-    return 0;
-#endif
-}
 
 /* The end of block b of `block` items out of n: the parallel loops hand cloned range
  * functions [b * block, vp_block_end(b, block, n)). */
@@ -84,10 +47,8 @@ static inline void vp_thread_share(long n, long *i0, long *i1)
 }
 
 /* Waiting for another thread's flag (release/acquire): a spinning thread's hint to the core
- * (x86 PAUSE) for the first ~VP_SPIN_PAUSES looks, then the CPU yielded between looks.  With
- * more threads than cores the thread waited for may not be running, and spinning through the
- * time slice made such runs 5x slower (hot_ball at 8 threads on 2 cores: 2.0 -> 11 ms a step);
- * the waits of a run with a core a thread last a few us. */
+ * (x86 PAUSE) for the first ~VP_SPIN_PAUSES looks, then the CPU yielded between looks: with
+ * more threads than cores the thread waited for may not be running. */
 #define VP_SPIN_PAUSES 256
 static inline void vp_spin_pause(void)
 {
@@ -110,25 +71,36 @@ static inline void vp_wait_flag(const long *flag) { vp_wait_count(flag, 1); }
  * claim chunks or tasks as they come: `for (long c; (c = vp_claim(&next)) < n;)`). */
 static inline long vp_claim(long *next) { return __atomic_fetch_add(next, 1, __ATOMIC_RELAXED); }
 
-int vp_domain_update(vp_sim *s);                 /* physics.md 2.1 */
-int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int solver); /* 2.2 */
-int vp_poisson_velocity_grid(vp_sim *s);         /* 2.2 poisson (vortex-in-cell) */
+/* The step's phases, in physics.md section 2's order (each returns a vp_status). */
+int vp_domain_update(vp_sim *s);                 /* 2.1 domain.c */
+int vp_velocity_grid(vp_sim *s);                 /* 2.2 velocity.c */
+int vp_stretch(vp_sim *s);                       /* 2.3 stretch.c */
+int vp_density_grid(vp_sim *s);                  /* 2.4 buoyancy.c: the density grid and its gradient */
+int vp_baroclinic(vp_sim *s);                    /* 2.4 buoyancy.c */
+int vp_diffuse(vp_sim *s);                       /* 2.5 diffuse.c */
+int vp_advect_vortons(vp_sim *s);                /* 2.6 advect.c */
+int vp_advect_tracers(vp_sim *s, int *projected); /* 2.6 advect.c (and 2.7's tracer contact) */
+int vp_collide(vp_sim *s, int tracers);          /* 2.7 contact.c; tracers: also project the tracers */
+int vp_bodies_buoyancy(vp_sim *s);               /* 2.8 buoyancy.c */
+int vp_bodies_integrate(vp_sim *s);              /* 2.9 body.c */
+int vp_expire(vp_sim *s);                        /* 2.10 emit.c: lifetimes */
+int vp_emit(vp_sim *s);                          /* 2.10 emit.c */
+
+/* The solvers behind the velocity phase (velocity.c dispatches). */
+int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int solver); /* direct or tree at points */
+int vp_auto_solver(size_t n, size_t nodes);      /* the solver 'auto' picks */
+int vp_poisson_velocity_grid(vp_sim *s);         /* poisson.c (vortex-in-cell) */
 void vp_poisson_free(struct vp_poisson *p);      /* the solver's cache (NULL: no-op) */
-void vp_stretch(vp_sim *s);                      /* 2.3 */
-void vp_stretch_range(vp_sim *s, long i0, long i1); /* 2.3, vortons [i0, i1) */
-void vp_baroclinic(vp_sim *s);                   /* 2.4 */
-int vp_splat_density_stretch(vp_sim *s, int stretch); /* the density grid, then (stretch) 2.3 */
-int vp_diffuse(vp_sim *s);                       /* 2.5 */
-int vp_advect_vortons(vp_sim *s);                /* 2.6 */
-int vp_auto_solver(size_t n, size_t nodes);      /* 2.2: the solver 'auto' picks */
-int vp_advect_tracers(vp_sim *s, int *projected); /* 2.6 (and 2.7's tracer contact) */
-int vp_collide(vp_sim *s, int tracers);          /* 2.7; tracers: also project the tracers */
-void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]); /* 2.1 */
+
+/* The robust limits of the vortons' positions (and with_tracers the tracers'): beyond them a
+ * particle is an outlier (domain.c, physics.md 2.1); on the sim's threads, or (_serial) on
+ * the calling thread alone, inside a parallel region beside other work. */
+void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]);
 void vp_robust_limits_serial(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]);
-void vp_bodies_buoyancy(vp_sim *s);              /* 2.8 */
-int vp_emit(vp_sim *s);                          /* 2.10 */
-int vp_expire(vp_sim *s);                        /* 2.10 lifetimes */
+/* At least `doubles` doubles of the sim's scratch memory (workspace.c); NULL when out of memory. */
 double *vp_sim_scratch(vp_sim *s, size_t doubles);
+/* Room for item n of `size` bytes in *array (workspace.c); *n_allocated grows by doubling. */
+int vp_array_grow(void **array, size_t n, size_t *n_allocated, size_t size);
 /* Points binned into a box of cells by a counting sort (grid.c): box c = i + nc0 (j + nc1 k)
  * holds points order[start[c]] .. order[start[c+1] - 1]. */
 typedef struct { int nc[3]; double lo[3], cell, inv; size_t *start, *order; } vp_bins;
@@ -153,7 +125,4 @@ static inline int vp_cell_count(double span, double cell)
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
                   double max_cells, int threads);
 void vp_bins_free(vp_bins *b);
-/* Velocity at P induced by m vortons in double SoA F = [x | y | z | ax | ay | az | s^2]
- * (arrays of m), the kernel of vp_kernel_add summed in one vectorised loop; adds to u (tree.c). */
-void vp_kernel_sum_soa(size_t m, const double *F, const double P[3], double u[3]);
 #endif

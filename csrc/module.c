@@ -20,6 +20,7 @@
 #include "vortonpy.h"
 #include "kernel.h"
 #include "fft_lines.h"
+#include "cpu.h"
 
 #if PY_VERSION_HEX < 0x030A0000 /* Python 3.9 (pyproject's floor): two 3.10 additions */
 static inline PyObject *Py_NewRef(PyObject *o) { Py_INCREF(o); return o; }
@@ -989,7 +990,6 @@ static int Sim_set_max_rate(SimObject *self, PyObject *v, void *c)
     return 0;
 }
 static PyObject *Sim_get_substeps(SimObject *self, void *c) { return self->s ? PyLong_FromLong(self->s->substeps) : raise_status(VP_ERR_STATE, "Sim"); }
-static PyObject *Sim_get_overlapped(SimObject *self, void *c) { return self->s ? PyLong_FromLong(self->s->overlapped) : raise_status(VP_ERR_STATE, "Sim"); }
 static PyObject *Sim_get_diffusion_substeps(SimObject *self, void *c) { return self->s ? PyLong_FromLong(self->s->pse_substeps) : raise_status(VP_ERR_STATE, "Sim"); }
 static PyObject *Sim_get_frame(SimObject *self, void *c) { return self->s ? PyLong_FromLongLong(self->s->frame) : raise_status(VP_ERR_STATE, "Sim"); }
 static int Sim_set_frame(SimObject *self, PyObject *v, void *c)
@@ -1079,9 +1079,6 @@ static PyGetSetDef Sim_state_getset[] = {
     {"diffusion_substeps", (getter)Sim_get_diffusion_substeps, NULL,
      "PSE exchanges the last step's diffusion took (more than 1 when 4 max(nu, kappa) dt / spacing^2 > 1: the "
      "explicit limit)", NULL},
-    {"overlapped", (getter)Sim_get_overlapped, NULL,
-     "0, or what the last step ran on one thread beside the tracers' advection: 1 diffusion and vorton "
-     "advection, 2 also the contact", NULL},
     {"timings", (getter)Sim_get_timings, NULL, "milliseconds per phase of the last step", NULL},
     {"interactions", (getter)Sim_get_interactions, NULL,
      "velocity-solver interactions (pairs + supervortons) of the last solve", NULL},
@@ -1414,6 +1411,12 @@ static PyObject *mod_fft_isa(PyObject *m, PyObject *u)
     return PyUnicode_FromString(vp_fft_isa());
 }
 
+static PyObject *mod_cpu_level(PyObject *m, PyObject *u)
+{
+    (void)m; (void)u;
+    return PyLong_FromLong(vp_cpu_level());
+}
+
 static PyObject *mod_openmp(PyObject *m, PyObject *u)
 {
 #ifdef _OPENMP
@@ -1449,6 +1452,7 @@ done:
 static PyMethodDef mod_methods[] = {
     {"has_openmp", mod_openmp, METH_NOARGS, "True if the core was built with OpenMP."},
     {"_fft_isa", mod_fft_isa, METH_NOARGS, "_fft_isa(): 'avx2' or 'baseline', the FFT code the poisson solver runs"},
+    {"_cpu_level", mod_cpu_level, METH_NOARGS, "_cpu_level(): the hand-written SIMD paths this process runs: 0 portable (or VORTONPY_PORTABLE=1), 1 AVX2, 2 AVX-512"},
     {"direct_velocity", mod_kernel_velocity, METH_VARARGS,
      "direct_velocity(position, strength, radius, points)\n--\n\nVelocity at points induced by vortons of the given "
      "strengths (w V), by direct summation of the regularised Biot-Savart kernel."},

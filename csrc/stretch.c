@@ -10,18 +10,16 @@
 
 /* exp(J dt) w for vortons [i0, i1), J interpolated at each one's position.  In blocks of 64:
  * the interpolations (their nine components on whole vectors), then the series for the
- * block as a loop over vortons that the compiler vectorises across them.  Compiled for
- * AVX-512, AVX2 + FMA and the baseline (VP_CLONES); the baseline SSE2 build of the plain
- * per-vorton loop took 45 ns a vorton. */
+ * block as a loop over vortons that the compiler vectorises across them (VP_CLONES). */
 VP_CLONES
 static void stretch_range(const vp_grid *g, const double *restrict jac, double dt, long i0, long i1,
-                          const double *restrict x, double *restrict w, int simd)
+                          const double *restrict x, double *restrict w)
 {
     double J[9][64], Jv[9], f[64][3];
     size_t base[64];
     for (long b0 = i0; b0 < i1; b0 += 64) {
         const int m = (int)(i1 - b0 < 64 ? i1 - b0 : 64);
-        vp_grid_cells(g, m, x + 3 * b0, base, f, simd); /* (with AVX2, four at a time) */
+        vp_grid_cells(g, m, x + 3 * b0, base, f);
         for (int j = 0; j < m; j++) {
             vp_grid_interp9_at(g, jac, base[j], f[j], Jv);
             for (int c = 0; c < 9; c++) J[c][j] = Jv[c];
@@ -42,24 +40,20 @@ static void stretch_range(const vp_grid *g, const double *restrict jac, double d
     }
 }
 
-void vp_stretch_range(vp_sim *s, long i0, long i1)
-{
-    stretch_range(&s->grid, s->grid_jacobian, s->params.dt, i0, i1, s->vortons.position->data,
-                  s->vortons.vorticity->data, vp_avx2_ok());
-}
-
-void vp_stretch(vp_sim *s)
+/* Phase 3 (physics.md 2.3): every vorton's w <- exp(J dt) w (unless params.stretch is 0). */
+int vp_stretch(vp_sim *s)
 {
     vp_vortons *v = &s->vortons;
     const long n = (long)v->n;
+    if (!n || !s->params.stretch) return VP_OK;
     int threads = vp_threads(s);
     (void)threads;
-    const int simd = vp_avx2_ok();
-    /* an even share of the vortons a thread (blocks of 256 split unevenly at ~1e3 vortons) */
+    /* an even share of the vortons a thread */
 #pragma omp parallel num_threads(threads)
     {
         long i0, i1;
         vp_thread_share(n, &i0, &i1);
-        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, i0, i1, v->position->data, v->vorticity->data, simd);
+        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, i0, i1, v->position->data, v->vorticity->data);
     }
+    return VP_OK;
 }

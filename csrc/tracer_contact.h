@@ -1,7 +1,7 @@
 /* tracer_contact.h: tracers that enter a rigid body are projected to its surface and take
  * the surface's velocity (inelastic; physics.md 2.7).  Inline, so that it is compiled into
  * each clone of its callers: contact.c's pass over all tracers and the tracer advection,
- * which projects each block while it is still in cache (sim.c). */
+ * which projects each block while it is still in cache (advect.c). */
 #ifndef VP_TRACER_CONTACT_H
 #define VP_TRACER_CONTACT_H
 #include <math.h>
@@ -11,18 +11,13 @@
  * surface's velocity; returns whether any was.  Almost no tracer is inside in most scenes,
  * so the block is first tested in one vectorised pass (the inside test alone, branch-free),
  * unless `prefilter` is 0: callers pass 0 after a block that had tracers inside, as the
- * next one likely has too (the test alone was a quarter of this function's time in
- * hot_ball; skipping it changes nothing else).  A block with a tracer
+ * next one likely has too (skipping the test changes nothing else).  A block with a tracer
  * inside gets every tracer's offset from the centre and squared distance in a second
- * vectorised pass (recomputed rather than kept from the first: packing straight from a
- * scalar loop over the block ran 0.91-0.94x); then the indices of the tracers inside are
- * packed (one store per tracer: packing their offsets too, five, made the pack loop
- * store-bound), and a branch-free loop over the packed ones gathers their offsets and
- * projects them (the square root and the divisions on whole vectors); then they are written
- * back.  Many are inside: tracers
- * gather on a hot or moving ball, and a sixth of hot_ball's sit on its surface and are
- * pushed back in every step (about 11 in every block); a scalar loop over them, with its
- * unpredictable branch, was 5% of that scene's step. */
+ * vectorised pass; then the indices of the tracers inside are packed (one store per
+ * tracer), and a branch-free loop over the packed ones gathers their offsets and projects
+ * them (the square root and the divisions on whole vectors); then they are written back.
+ * Many can be inside: tracers gather on a hot or moving ball and are pushed back onto its
+ * surface every step, and a scalar loop over them would branch unpredictably. */
 static inline __attribute__((always_inline)) int vp_project_tracers_block(const vp_body *B, long b0, int m,
                                                                           double *restrict tx, double *restrict tv,
                                                                           int prefilter)

@@ -1,5 +1,4 @@
-/* tree.c: velocity from vorticity by the supervorton hierarchy (physics.md 2.2, part 3),
- * and the direct O(N M) Biot-Savart sum that tests compare it with.
+/* tree.c: velocity from vorticity by the supervorton hierarchy (physics.md 2.2, part 3).
  *
  * The hierarchy is an octree over the vortons.  Each node carries a "supervorton": the
  * summed strength A = sum a_j at the |a|-weighted centroid c, plus the first moment
@@ -261,53 +260,65 @@ static int build_lists(const vp_tree *t, double theta, const double gc[3], doubl
  * relative to the tree origin, nt a multiple of VP_TV), vectorised across the targets: each
  * list entry is loaded once and broadcast against VP_TV targets.  Near: the regularised kernel
  * (kernel.h) over the leaves' vortons; far: the supervorton expansions (the top of this file).
- * The former loops, vectorised along the list for one target at a time, spent much of their
- * time on the horizontal sums and remainder iterations of the short lists of a small grid
- * (hot_ball's velocity phase in its tree frames: 1.44x).  Each target's sums run along the
+ * (Vectorised along the list for one target at a time, the short lists of a small grid
+ * spend their time on horizontal sums and remainders.)  Each target's sums run along the
  * list in order, in float32 (7 digits: far below the expansion's error at theta = 0.4).
- * out: 6 nt floats, 4 pi u near (x y z), then far (x y z). */
-#define VP_TV 16 /* targets are evaluated in groups padded to a multiple of this */
+ * out: 6 nt floats, 4 pi u near (x y z), then far (x y z).  Eight floats a vector (one AVX2
+ * register; wider generic vectors make GCC split operations and build broadcasts through
+ * the stack on AVX2). */
+#define VP_TV 8 /* targets are evaluated in groups padded to a multiple of this */
+typedef float vp_tv __attribute__((vector_size(4 * VP_TV)));
+/* lane-wise square root (GCC vectorises the loop to one instruction) */
+#define TV_SQRT(dst, a) for (int l_ = 0; l_ < VP_TV; l_++) (dst)[l_] = sqrtf((a)[l_])
 
-/* The kernel works on vectors of VP_TV = 16 floats where the CPU has AVX-512 (one zmm
- * register) and of 8 elsewhere.  With 16-float vectors (GCC's generic vectors) on AVX2,
- * GCC split every operation in two and built the list entries' broadcasts through the
- * stack in 16-byte pieces, each read back by a wider load that could not be forwarded
- * from the narrower stores: ball_through_smoke's velocity phase (the tree at 512
- * vortons) took 1.32 ms at one thread on an AVX2-only EPYC, 7.6x the AVX-512 machine's,
- * and 0.23-0.29 ms with 8-float vectors.  Each target's sums run along the list in lane
- * order whatever the width, so both widths give the same bits. */
-typedef float vp_tv8 __attribute__((vector_size(32)));
-#define VP_EVAL_NAME eval_targets8
-#define VP_EVAL_W 8
-#define VP_EVAL_VT vp_tv8
-#define VP_EVAL_ATTR VP_CLONES
-#include "tree_eval.h"
-
-#ifdef VP_X86_DISPATCH
-typedef float vp_tv16 __attribute__((vector_size(64)));
-#define VP_EVAL_NAME eval_targets16
-#define VP_EVAL_W 16
-#define VP_EVAL_VT vp_tv16
-#define VP_EVAL_ATTR __attribute__((target("arch=x86-64-v4")))
-#include "tree_eval.h"
-/* whether this CPU runs eval_targets16 (the ISA level of target_clones' own x86-64-v4
- * clones), unless VORTONPY_NO_AVX512 is set (the tests compare both widths this way, in
- * child processes: the answer is taken once per process, where PSE's packing reads the
- * variable at every pass) */
-static int eval_wide(void) { return VP_CPU_CHOICE("VORTONPY_NO_AVX512", "x86-64-v4"); }
-#endif
-
+VP_CLONES
 static void eval_targets(const ilist *L, int nt, const float *restrict TX, const float *restrict TY,
                          const float *restrict TZ, float *restrict out)
 {
-#ifdef VP_X86_DISPATCH
-    if (eval_wide()) {
-        eval_targets16(L, nt, TX, TY, TZ, out);
-        return;
+    const size_t cn = L->cap_near, cf = L->cap_far, nn = L->n_near, nf = L->n_far;
+    const float *N = L->near, *F = L->far;
+    for (int t0 = 0; t0 < nt; t0 += VP_TV) {
+        vp_tv x, y, z;
+        memcpy(&x, TX + t0, sizeof x); memcpy(&y, TY + t0, sizeof y); memcpy(&z, TZ + t0, sizeof z);
+        vp_tv ux = {0}, uy = {0}, uz = {0};
+        for (size_t j = 0; j < nn; j++) {
+            const float X = N[j], Y = N[cn + j], Z = N[2 * cn + j], AX = N[3 * cn + j], AY = N[4 * cn + j],
+                        AZ = N[5 * cn + j], S2 = N[6 * cn + j];
+            const vp_tv rx = x - X, ry = y - Y, rz = z - Z;
+            const vp_tv r2 = rx * rx + ry * ry + rz * rz;
+            const vp_tv iq = 1.0f / (r2 + S2);
+            vp_tv sq;
+            TV_SQRT(sq, iq);
+            const vp_tv g = (r2 + 2.5f * S2) * iq * iq * sq; /* kernel.h's g in float */
+            ux += g * (AY * rz - AZ * ry);
+            uy += g * (AZ * rx - AX * rz);
+            uz += g * (AX * ry - AY * rx);
+        }
+        memcpy(out + t0, &ux, sizeof ux); memcpy(out + nt + t0, &uy, sizeof uy); memcpy(out + 2 * nt + t0, &uz, sizeof uz);
+        ux = uy = uz = (vp_tv){0};
+        for (size_t j = 0; j < nf; j++) {
+            const float CX = F[j], CY = F[cf + j], CZ = F[2 * cf + j], A0 = F[3 * cf + j], A1 = F[4 * cf + j],
+                        A2 = F[5 * cf + j], D0 = F[6 * cf + j], D1 = F[7 * cf + j], D2 = F[8 * cf + j],
+                        D3 = F[9 * cf + j], D4 = F[10 * cf + j], D5 = F[11 * cf + j], D6 = F[12 * cf + j],
+                        D7 = F[13 * cf + j], D8 = F[14 * cf + j];
+            const float cx = D5 - D7, cy = D6 - D2, cz = D1 - D3;
+            const vp_tv rx = x - CX, ry = y - CY, rz = z - CZ;
+            const vp_tv r2 = rx * rx + ry * ry + rz * rz;
+            vp_tv r1;
+            TV_SQRT(r1, r2);
+            const vp_tv ir = 1.0f / r1, ir3 = ir * ir * ir, ir5 = 3.0f * ir3 / r2;
+            const vp_tv dx = D0 * rx + D1 * ry + D2 * rz;
+            const vp_tv dy = D3 * rx + D4 * ry + D5 * rz;
+            const vp_tv dz = D6 * rx + D7 * ry + D8 * rz;
+            ux += (A1 * rz - A2 * ry - cx) * ir3 + (dy * rz - dz * ry) * ir5;
+            uy += (A2 * rx - A0 * rz - cy) * ir3 + (dz * rx - dx * rz) * ir5;
+            uz += (A0 * ry - A1 * rx - cz) * ir3 + (dx * ry - dy * rx) * ir5;
+        }
+        memcpy(out + 3 * nt + t0, &ux, sizeof ux); memcpy(out + 4 * nt + t0, &uy, sizeof uy);
+        memcpy(out + 5 * nt + t0, &uz, sizeof uz);
     }
-#endif
-    eval_targets8(L, nt, TX, TY, TZ, out);
 }
+#undef TV_SQRT
 
 /* Targets farther than VP_TREE_FAR root sizes from the tree (along an axis from its box
  * centre, the size being the box's half-width plus the largest core radius) take the root's
@@ -351,7 +362,7 @@ static void far_velocity(const vp_tree *t, const double x[3], double u[3])
  * bounding box; each cell's points share one interaction list, built for the sphere around
  * their own bounding box (so a list is valid for every point of its group, as in the grid
  * path).  That amortises the traversal over the group, whose points are then evaluated
- * together (eval_targets, padded to a multiple of 16 with the group's first point).
+ * together (eval_targets, padded to a multiple of VP_TV with the group's first point).
  * Deterministic: a point's group does not depend on the threads. */
 int vp_tree_velocity(const vp_tree *t, double theta, size_t m, const double *points, double *vel, int threads)
 {
@@ -489,81 +500,4 @@ int vp_tree_velocity_grid(const vp_tree *t, double theta, const vp_grid *g, doub
     }
     ((vp_tree *)t)->interactions = total;
     return fail ? VP_ERR_NOMEM : VP_OK;
-}
-
-VP_CLONES
-void vp_kernel_sum_soa(size_t m, const double *restrict F, const double P[3], double u[3])
-{
-    const double *X = F, *Y = F + m, *Z = F + 2 * m, *AX = F + 3 * m, *AY = F + 4 * m, *AZ = F + 5 * m, *S2 = F + 6 * m;
-    double px = P[0], py = P[1], pz = P[2], u0 = 0, u1 = 0, u2 = 0;
-#pragma omp simd reduction(+ : u0, u1, u2)
-    for (size_t j = 0; j < m; j++) {
-        double r0 = px - X[j], r1 = py - Y[j], r2 = pz - Z[j];
-        double g = vp_kernel_g(r0 * r0 + r1 * r1 + r2 * r2, S2[j]);
-        u0 += g * (AY[j] * r2 - AZ[j] * r1);
-        u1 += g * (AZ[j] * r0 - AX[j] * r2);
-        u2 += g * (AX[j] * r1 - AY[j] * r0);
-    }
-    u[0] += VP_INV4PI * u0; u[1] += VP_INV4PI * u1; u[2] += VP_INV4PI * u2;
-}
-
-/* The regularised kernel sum (kernel.h) at a point whose squared distances could overflow:
- * each pair's r = P - x_j = s n (s = max |r_a|) and sigma = s_j / s, so that
- *   g(r) r = n (|n|^2 + 2.5 sigma^2) / (|n|^2 + sigma^2)^(5/2) / s^2
- * exactly, and 1/s^2 underflows to 0 instead of r^2 overflowing.  Used by the direct sum
- * from VP_DIRECT_SAFE on: vp_kernel_g's q^(5/2) overflows past q ~ 1e123 (distances beyond
- * ~4e61 gave exactly 0, and past 1e154 inf / inf = NaN).  A pair that is not finite gives
- * NaN, as the plain sum does. */
-#define VP_DIRECT_SAFE 1e60
-static void kernel_sum_scaled(size_t m, const double *F, const double P[3], double u[3])
-{
-    const double *X = F, *Y = F + m, *Z = F + 2 * m, *AX = F + 3 * m, *AY = F + 4 * m, *AZ = F + 5 * m, *S2 = F + 6 * m;
-    double u0 = 0, u1 = 0, u2 = 0;
-    for (size_t j = 0; j < m; j++) {
-        const double r[3] = {P[0] - X[j], P[1] - Y[j], P[2] - Z[j]};
-        const double z = 0.0 * r[0] + 0.0 * r[1] + 0.0 * r[2] + 0.0 * AX[j] + 0.0 * AY[j] + 0.0 * AZ[j] + 0.0 * S2[j];
-        if (z != 0.0) { u0 = u1 = u2 = NAN; continue; } /* (x * 0 is NaN exactly for x not finite) */
-        double s = fabs(r[0]) > fabs(r[1]) ? fabs(r[0]) : fabs(r[1]);
-        s = fabs(r[2]) > s ? fabs(r[2]) : s;
-        if (s == 0) continue; /* at the source: the kernel is 0 there */
-        if (s > 1e160) continue; /* 1/s^2 < 1e-320: below double's normal range (and slow, denormal) */
-        const double n0 = r[0] / s, n1 = r[1] / s, n2 = r[2] / s, sg = sqrt(S2[j]) / s;
-        const double n2s = n0 * n0 + n1 * n1 + n2 * n2, q = n2s + sg * sg, is = 1.0 / s;
-        const double g = (n2s + 2.5 * sg * sg) / (q * q * sqrt(q)) * is * is;
-        u0 += g * (AY[j] * n2 - AZ[j] * n1);
-        u1 += g * (AZ[j] * n0 - AX[j] * n2);
-        u2 += g * (AX[j] * n1 - AY[j] * n0);
-    }
-    u[0] += VP_INV4PI * u0; u[1] += VP_INV4PI * u1; u[2] += VP_INV4PI * u2;
-}
-
-/* The direct sum (physics.md 2.2, the reference solver): float64 throughout, sources as one
- * SoA copy and every point summed over all of them by the vectorised vp_kernel_sum_soa.
- * Returns VP_ERR_NOMEM if the copy cannot be made. */
-int vp_direct_velocity(size_t n, const double *pos, const double *strength, const double *radius,
-                       size_t m, const double *points, double *vel, int threads)
-{
-    (void)threads;
-    double *F = malloc((7 * n + 1) * sizeof(double));
-    if (!F) return VP_ERR_NOMEM;
-    for (size_t j = 0; j < n; j++) {
-        for (int a = 0; a < 3; a++) { F[a * n + j] = pos[3 * j + a]; F[(3 + a) * n + j] = strength[3 * j + a]; }
-        F[6 * n + j] = radius[j] * radius[j];
-    }
-    double reach = 0, s2max = 0; /* the sources' largest coordinate plus their largest core radius */
-    for (size_t j = 0; j < 3 * n; j++) reach = fabs(F[j]) > reach ? fabs(F[j]) : reach;
-    for (size_t j = 0; j < n; j++) s2max = F[6 * n + j] > s2max ? F[6 * n + j] : s2max;
-    reach += sqrt(s2max);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (long p = 0; p < (long)m; p++) {
-        double u[3] = {0, 0, 0};
-        const double *P = points + 3 * p;
-        if (fabs(P[0]) + reach < VP_DIRECT_SAFE && fabs(P[1]) + reach < VP_DIRECT_SAFE && fabs(P[2]) + reach < VP_DIRECT_SAFE)
-            vp_kernel_sum_soa(n, F, P, u);
-        else
-            kernel_sum_scaled(n, F, P, u);
-        vel[3 * p] = u[0]; vel[3 * p + 1] = u[1]; vel[3 * p + 2] = u[2];
-    }
-    free(F);
-    return VP_OK;
 }

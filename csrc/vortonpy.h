@@ -26,10 +26,12 @@ typedef enum {
 
 /* AUTO: poisson from VP_AUTO_POISSON_MIN vortons up where the grid is not much larger than the
  * vortons need, n / nodes >= VP_AUTO_POISSON_RATIO (1000 / n)^0.35; the tree otherwise.  Both
- * evaluate the velocity at every node, but the tree's cost per node grows with log n while
- * poisson's does not (benchmarks/bench_crossover.py measures the crossover).  Not poisson for a
- * few hundred vortons: with one cell per vorton over a non-uniform set its grid smooths the
- * dense part's flow. */
+ * solvers evaluate the velocity at every node, but the tree's cost per node grows with log n
+ * while poisson's (FFTs of the padded grid) does not depend on n, so poisson wins on a
+ * compact set and loses where tracers spread the grid far beyond the vortons (the ratio is
+ * the measured crossover, benchmarks/bench_crossover.py).  Below VP_AUTO_POISSON_MIN the tree
+ * is kept for accuracy: with one cell per vorton over a non-uniform set the grid is coarser
+ * than the dense part's spacing, and poisson's smoothing (sigma >= 0.8 h) changes the flow. */
 typedef enum { VP_SOLVER_DIRECT = 0, VP_SOLVER_TREE = 1, VP_SOLVER_POISSON = 2, VP_SOLVER_AUTO = 3 } vp_solver;
 #define VP_AUTO_POISSON_MIN 1000
 #define VP_AUTO_POISSON_RATIO 0.12
@@ -220,46 +222,36 @@ typedef struct {
     int density_flat;          /* every vorton at the ambient density this step: the density
                                   grid is zero, its gradient too (left uncomputed) */
     size_t grid_allocated;     /* nodes the grid arrays can hold */
-    float *cell_velocity;      /* (cells,3,8) float32 grid velocity at the 8 corners of each cell,
-                                  gathered for tracer advection (one contiguous read per lookup) */
+    float *cell_velocity;      /* (cells,8,4) float32: per cell the 8 coefficients of the trilinear
+                                  polynomial of [u v w density], for the tracers (advect.c) */
     size_t cell_allocated;     /* cells cell_velocity can hold */
-    double *scratch;           /* per-vorton scratch of a phase (diffusion: 17 doubles a vorton), kept between steps */
+    double *scratch;           /* a phase's scratch (workspace.c; diffusion: 17 doubles a vorton), kept between steps */
     size_t scratch_allocated;
-    size_t *tracer_scratch;    /* the tracer advection's outlier lists, apart from scratch: the
-                                  overlapped phases use both at once */
-    size_t tracer_scratch_allocated;
     vp_tree *tree;
-    int tree_ready;            /* 1: this step's domain phase has built the velocity phase's tree (sim.c) */
     struct vp_poisson *poisson; /* poisson solver cache (poisson.c): FFT plans, work arrays and the
                                    kernel transform, kept while the padded grid shape and core ratio hold */
     double timings[VP_PHASE_COUNT]; /* ms per phase of the last step */
     double max_rate;           /* largest |grad u| (Frobenius, 1/time) on the grid at the last solve */
     int substeps;              /* substeps the last step took (sim.c: stability guard) */
     int pse_substeps;          /* PSE exchanges of the last diffusion phase (diffuse.c) */
-    int overlapped;            /* 1: the last step ran phases 5-6 beside the tracers (when tracer advection is the larger work);
-                                  2: phase 7 (contact) as well */
-    double tracer_box[6];      /* the tracers' min (3) and max (3) at this step's domain phase, all of
-                                  them (tracer_box_valid: none beyond the robust limits) */
-    int tracer_box_valid;
-    int serial;                /* 1 while a phase runs on one thread of an overlap (vp_threads) */
     int in_substep;            /* internal: 1 while a step runs as substeps but the last */
     uint64_t interactions;     /* velocity-solver interactions of the last step */
-    int failed_phase;          /* phase where the last non-finite value appeared, or -1 */
+    int failed_phase;          /* phase where the last step failed (a non-finite value appeared), or -1 */
     double *backup;            /* rollback copy of the particle arrays (params.rollback) */
     size_t backup_allocated;   /* doubles */
     vp_body *backup_bodies; size_t backup_bodies_allocated;
     vp_emitter *backup_emitters; size_t backup_emitters_allocated;
 } vp_sim;
 
-/* The threads a phase's parallel regions use: params.threads, or 1 while the phase runs on
- * one thread beside others (sim.c's overlap; params.threads itself is left as the user set it). */
+/* The threads a phase's parallel regions use: params.threads (1 when built without OpenMP:
+ * every phase then runs on the calling thread, and code that splits work by this count must
+ * not expect a team). */
 static inline int vp_threads(const vp_sim *s)
 {
 #ifdef _OPENMP
-    return s->serial ? 1 : s->params.threads;
+    return s->params.threads;
 #else
-    (void)s; /* built without OpenMP: every phase runs on the calling thread, whatever the
-              * sim's `threads` (code that splits work by this count must not expect a team) */
+    (void)s;
     return 1;
 #endif
 }

@@ -29,7 +29,7 @@ def run_child(code, *args, cwd=None, **extra):
 def child_npz(code, envs):
     """Per dict of environment variables in envs, the arrays a child `python -c code PATH`
     (run_child) saved with `np.savez(sys.argv[1], ...)`, as a dict of arrays: how the tests
-    compare run-time code paths (VORTONPY_NO_AVX2 and the like), which a process picks once."""
+    compare run-time code paths (VORTONPY_PORTABLE=1), which a process picks once."""
     import numpy as np
     outs = []
     with tempfile.TemporaryDirectory() as d:

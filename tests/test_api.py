@@ -468,46 +468,6 @@ def test_tracer_density_is_zero_after_a_step_in_uniform_fluid(threads):
         assert not np.any(np.signbit(d)) and np.array_equal(d, np.zeros(len(sim.tracers)))
 
 
-def test_tracer_simd_path_gives_the_same_bits_as_the_portable_one():
-    """The tracers' cell pass locates its points with AVX2 intrinsics where the CPU has them
-    (sim.c, cell_locate_avx2), and moves whole blocks with AVX2 and FMA intrinsics
-    (advect_block_avx2) where the x86-64-v3 clones run (on AVX-512 CPUs only under
-    VORTONPY_AVX2_TRACERS=1, as here: the v4 clones are faster there); with portable loops
-    otherwise or under VORTONPY_NO_AVX2=1.  Both take the same clamps at the grid's faces,
-    truncations, fractions, cell indices and multiply-adds, so the same bits.  The vortons'
-    advection and stretching find their cells on the double grid four at a time with AVX2
-    (grid_inline.h, vp_grid_cells_avx2), and the domain's box, which places the grid, is
-    taken with AVX2 min/max (bounds_runs_free_avx2): the vortons must match too.  hot_ball samples a non-uniform density and pushes a sixth of its tracers
-    back onto its ball every step; ball_through_smoke's tracers ride a moving ball,
-    spinning_ball's a spinning one; a vortex ring stepped with dt = 5 sends
-    Heun predictors past the grid's faces, where the clamps act (the AVX2 path without its
-    clamp at 0 failed there only).  (On a CPU without AVX2 both runs take the portable
-    path.)"""
-    from _child import child_npz
-    cases = {
-        "hot_ball": "sim = vp.scenes.hot_ball(threads=2)\nsim.step(30)\n",
-        "ball_through_smoke": "sim = vp.scenes.ball_through_smoke(threads=2)\nsim.step(30)\n",
-        "spinning_ball": "sim = vp.scenes.spinning_ball(threads=2)\nsim.step(10)\n",
-        "predictors past the faces": (
-            "sim = vp.scenes.vortex_ring(threads=2, tracers=0, dt=5.0)\n"
-            "sim.add_tracers(np.random.default_rng(0).uniform(-1.5, 1.5, (20000, 3)))\n"
-            "sim.step(2)\n"),
-    }
-    for name, build in cases.items():
-        code = (
-            "import sys, numpy as np, vortonpy as vp\n" + build +
-            "t, v = sim.tracers, sim.vortons\n"
-            "np.savez(sys.argv[1], tracers=np.column_stack([t.position, t.velocity, t.density]),\n"
-            "         vortons=np.column_stack([v.position, v.vorticity, v.velocity]))\n"
-        )
-        simd, portable = child_npz(code, [dict(VORTONPY_NO_AVX2="0", VORTONPY_AVX2_TRACERS="1"),
-                                          dict(VORTONPY_NO_AVX2="1")])
-        for k, least in (("tracers", 1000), ("vortons", 100)):
-            a, b = simd[k], portable[k]
-            assert len(a) > least and np.isfinite(a).all()
-            assert a.shape == b.shape and np.array_equal(a, b), (name, k)
-
-
 def test_max_rate_is_the_grid_jacobian_norm_exactly():
     """sim.max_rate is the largest Frobenius norm of the grid velocity's Jacobian (central
     differences inside, one-sided at the edges), the squares summed in row-major order

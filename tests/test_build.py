@@ -52,31 +52,3 @@ def test_avx2_clones_are_vectorised_like_the_avx512_ones():
         if v3["packed"] < 0.5 * v4["packed"] and v3["scalar"] > v4["scalar"] + 8:
             scalar_where_packed.append(f"{b}: AVX2 {dict(v3)}, AVX-512 {dict(v4)}")
     assert not scalar_where_packed, scalar_where_packed
-
-
-_TREE_SCRIPT = """
-import hashlib, numpy as np, vortonpy as vp
-rng = np.random.default_rng(4)
-sim = vp.Sim(solver="tree", threads=1)
-sim.add_vortons(rng.normal(size=(3000, 3)), rng.normal(size=(3000, 3)), 0.05)
-u = sim.velocity_at(rng.uniform(-3, 3, (2000, 3)))
-sim.step()
-print(hashlib.sha256(u.tobytes() + sim.vortons.position.tobytes()).hexdigest())
-"""
-
-
-def test_tree_kernel_gives_the_same_bits_at_both_vector_widths():
-    """The tree's near and far sums (tree.c, eval_targets) run on 16-float vectors where the
-    CPU has AVX-512 and on 8-float vectors elsewhere or with VORTONPY_NO_AVX512=1.  Each
-    target's sums run in lane order whatever the width, so velocities at points and a step
-    on the tree give the same bits either way (on a machine without AVX-512 both runs take
-    the 8-float path)."""
-    from _child import run_child
-    outs = []
-    for flag in ("0", "1"):
-        r = run_child(_TREE_SCRIPT, VORTONPY_NO_AVX512=flag)
-        assert r.returncode == 0, r.stderr
-        outs.append(r)
-    wide, narrow = outs
-    assert len(wide.stdout.strip()) == 64
-    assert wide.stdout == narrow.stdout

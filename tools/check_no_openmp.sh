@@ -9,7 +9,7 @@
 #
 # Environment: PYTHON, the interpreter with numpy, pytest and setuptools (default: python3).
 # Why: a sim asks for threads whatever the build, and the threaded code paths must then run
-# on one thread without waiting for a team that never forms (a segfault or a hang there is
+# on one thread without waiting for a team that never forms (a crash or a hang there is
 # invisible to every test on an OpenMP build).
 set -euo pipefail
 
