@@ -620,16 +620,16 @@ class BallDrag:
         self._hist.record(sim)
 
     def __call__(self, sim) -> Dict[str, float]:
-        from .plot import _drag_data, fit_drag
+        from .plot import drag_data
         h = self._hist
         if h is None or len(h) < 2:
             raise ValueError("BallDrag needs samples: it is a recorder (sweep samples it every frame)")
-        t, along, speed, _, _, mask, r, m, rho0 = _drag_data(h, self.body)
         if h.body_fixed[self.body]:
             raise ValueError(f"body {self.body} is fixed: it does not slow down")
-        fit = fit_drag(t, along, r, m, rho0, mask=mask, viscosity=sim.viscosity or None)
+        dd = drag_data(h, self.body, viscosity=sim.viscosity)
+        fit = dd.fit
         return dict(cd=fit["cd"], cd_r2=fit["r2"], cd_samples=fit["n"], reynolds=fit["reynolds"],
-                    speed_start=float(speed[0]), speed_end=float(speed[-1]))
+                    speed_start=float(dd.speed[0]), speed_end=float(dd.speed[-1]))
 
 
 class Diagnostics:
