@@ -516,6 +516,21 @@ static void reassign_contact(const vp_body *Bc, const contact *cq, const double 
 
 int vp_sim_collide(vp_sim *s) { return vp_collide(s, 1); }
 
+/* Tracers inside a body are projected to its surface and take its velocity (inelastic). */
+void vp_bodies_project_tracers(vp_sim *s)
+{
+    vp_tracers *tr = &s->tracers;
+    const int threads = vp_threads(s);
+    const long nt = (long)tr->n, tblock = 4096, ntb = (nt + tblock - 1) / tblock;
+    if (!nt) return;
+    double *tx = tr->position->data, *tv = tr->velocity->data;
+    for (size_t b = 0; b < s->n_bodies; b++) {
+        const vp_body Bc = s->bodies[b];
+#pragma omp parallel for num_threads(threads) schedule(dynamic) if (nt > 8192 && threads > 1)
+        for (long tb = 0; tb < ntb; tb++) collide_tracers_range(&Bc, tb * tblock, vp_block_end(tb, tblock, nt), tx, tv);
+    }
+}
+
 /* Phase 7 (physics.md 2.7) for every body in order: the vortons that touch it are reassigned
  * (no-slip, no-through), the momentum they carried is handed to the body, heat is conducted,
  * and, with `tracers`, the tracers inside are projected to its surface (a step does that in

@@ -80,7 +80,10 @@ int vp_baroclinic(vp_sim *s);                    /* 2.4 buoyancy.c */
 int vp_diffuse(vp_sim *s);                       /* 2.5 diffuse.c */
 int vp_advect_vortons(vp_sim *s);                /* 2.6 advect.c */
 int vp_advect_tracers(vp_sim *s, int *projected); /* 2.6 advect.c (and 2.7's tracer contact) */
-int vp_collide(vp_sim *s, int tracers);          /* 2.7 contact.c; tracers: also project the tracers */
+int vp_collide(vp_sim *s, int tracers);          /* 2.7 contact.c, the articles' rule; tracers: also project the tracers */
+int vp_bodies_penalize(vp_sim *s, int tracers);  /* 2.7 penalize.c, the physical rule; tracers: also project them */
+void vp_bodies_project_tracers(vp_sim *s);       /* 2.7 contact.c: tracers inside a body to its surface */
+void vp_sim_lattices_free(vp_sim *s);            /* penalize.c: the physical rule's per-body lattices */
 int vp_bodies_buoyancy(vp_sim *s);               /* 2.8 buoyancy.c */
 int vp_bodies_integrate(vp_sim *s);              /* 2.9 body.c */
 int vp_expire(vp_sim *s);                        /* 2.10 emit.c: lifetimes */

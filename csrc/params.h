@@ -51,8 +51,13 @@
       "PSE pairs farther apart than this many kernel widths are ignored")                                   \
     X(smagorinsky, DOUBLE, 0.0, 0, 1.0, 0, "", "",                                                           \
       "Smagorinsky coefficient C_s: eddy viscosity nu + (C_s spacing)^2 |strain| (0: off)")                 \
+    X(body_coupling, ENUM, VP_COUPLING_PHYSICAL, 0, VP_COUPLING_ARTICLES, 0, "", "physical articles",        \
+      "how bodies and fluid interact: physical (no-slip on the whole surface, forces from the momentum "   \
+      "the fluid gains) or articles (the seed articles' contact rule)")                                     \
+    X(body_resolution, DOUBLE, 4.0, 0.5, 64, 0, "", "",                                                      \
+      "physical coupling: lattice cells per body radius (accuracy against cost)")                           \
     X(contact_blend, DOUBLE, 0.2, 0, 1.0, VP_PARAM_MIN_OPEN, "", "",                                         \
-      "fraction of the way to a body's boundary vorticity taken per step (1: at once)")                     \
+      "articles' rule: fraction of the way to a body's boundary vorticity taken per step (1: at once)")     \
     X(vorton_lifetime, DOUBLE, 0.0, 0, INFINITY, 0, "time", "",                                              \
       "vortons older than this are removed, in batches at most ~3% late (0: never)")                        \
     X(tracer_lifetime, DOUBLE, 0.0, 0, INFINITY, 0, "time", "",                                              \

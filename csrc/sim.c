@@ -40,6 +40,7 @@ void vp_sim_free(vp_sim *s)
     free(s->backup); free(s->backup_bodies); free(s->backup_emitters);
     vp_tree_free(s->tree);
     vp_poisson_free(s->poisson);
+    vp_sim_lattices_free(s);
     free(s);
 }
 
@@ -150,8 +151,10 @@ static int step_once(vp_sim *s)
     PHASE(VP_PHASE_ADVECT_VORTONS, vp_advect_vortons(s));             /* 6 */
     PHASE(VP_PHASE_ADVECT_TRACERS, vp_advect_tracers(s, &projected));
     PHASE(VP_PHASE_ADVECT_VORTONS, check_finite(s, CHECK_ALL));
-    PHASE(VP_PHASE_CONTACT, vp_collide(s, !projected));               /* 7 */
-    PHASE(VP_PHASE_BUOYANCY, vp_bodies_buoyancy(s));                  /* 8 */
+    PHASE(VP_PHASE_BUOYANCY, vp_bodies_buoyancy(s));                  /* 8 (7 uses every force) */
+    PHASE(VP_PHASE_CONTACT, s->params.body_coupling == VP_COUPLING_ARTICLES
+                                ? vp_collide(s, !projected)           /* 7 */
+                                : vp_bodies_penalize(s, !projected));
     PHASE(VP_PHASE_BODIES, vp_bodies_integrate(s));                   /* 9 */
     PHASE(VP_PHASE_EMIT, vp_expire(s));                               /* 10 */
     PHASE(VP_PHASE_EMIT, vp_emit(s));

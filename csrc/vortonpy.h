@@ -34,6 +34,10 @@ typedef enum {
  * than the dense part's spacing, and poisson's smoothing (sigma >= 0.8 h) changes the flow. */
 typedef enum { VP_SOLVER_DIRECT = 0, VP_SOLVER_TREE = 1, VP_SOLVER_POISSON = 2, VP_SOLVER_AUTO = 3 } vp_solver;
 #define VP_AUTO_POISSON_MIN 1000
+
+/* Fluid-body coupling (physics.md 2.7): PHYSICAL, no-slip and no-through on the whole surface by
+ * penalization (penalize.c); ARTICLES, the seed articles' contact rule (contact.c). */
+typedef enum { VP_COUPLING_PHYSICAL = 0, VP_COUPLING_ARTICLES = 1 } vp_coupling;
 #define VP_AUTO_POISSON_RATIO 0.12
 
 /* Step phases, for timings and error reports.  Order = physics.md section 2. */
@@ -230,6 +234,8 @@ typedef struct {
     vp_tree *tree;
     struct vp_poisson *poisson; /* poisson solver cache (poisson.c): FFT plans, work arrays and the
                                    kernel transform, kept while the padded grid shape and core ratio hold */
+    struct vp_lattice **lattices; /* per body: the physical coupling's lattice (penalize.c), or NULL */
+    size_t n_lattices_allocated;
     double timings[VP_PHASE_COUNT]; /* ms per phase of the last step */
     double max_rate;           /* largest |grad u| (Frobenius, 1/time) on the grid at the last solve */
     int substeps;              /* substeps the last step took (sim.c: stability guard) */

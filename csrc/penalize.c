@@ -1,0 +1,572 @@
+/* penalize.c: the physical fluid-body coupling (physics.md 2.7, the default rule).
+ *
+ * No-slip and no-through hold on the whole surface of every sphere at every step, whether or
+ * not vortons are there, by Brinkman penalization (Coquerelle and Cottet, J. Comput. Phys.
+ * 227, 2008) on a lattice attached to the body: the fluid inside the body is made to move
+ * with it, u -> u_s = U + W x r, and the vorticity of that correction, curl(chi (u_s - u)),
+ * becomes vortons on the lattice.  The body is a region of the one flow: its momentum
+ * changes by minus the momentum the fluid gains, so fluid and bodies balance to rounding,
+ * and the potential-flow added mass is taken implicitly (stable for any density ratio).
+ *
+ * Per body and step:
+ *  1. the vortons near the body are remeshed onto its lattice (spacing h = R / resolution,
+ *     the M4' kernel: strength, density mass, excess heat and age are conserved);
+ *  2. the velocity at the forcing nodes (chi > 0) is evaluated from all vortons;
+ *  3. with the body held at its velocity, the correction is applied in a few passes, each
+ *     adding curl(chi (u_s - u)) h^3 to the lattice's strengths and updating u at the forcing
+ *     nodes by the induced velocity of what it added: the fluid gains impulse dI, the body
+ *     feels F dt = -rho0 dI;
+ *  4. the body's velocity changes by Newton's law with the added mass implicit:
+ *     (M + rho0 (k - V)) dU = F dt + external impulses, where k dU is the impulse of the flow
+ *     that a velocity change dU sets up around the sphere (k ~ 3/2 V: the interior and the
+ *     potential dipole; measured on the lattice once), and likewise for the rotation; that
+ *     change is then added to the fluid, so the total momentum M U + rho0 (I - V U) is kept.
+ *
+ * The forcing region is chi = 1 inside R - h, falling linearly to 0 at R: the vortons' cores
+ * (radius ~0.62 h) spread the induced sheet outward by about h / 2, and with this ramp the
+ * flow set up by a moving sphere carries the potential-flow impulse 3/2 rho0 V U to a few per
+ * cent at 4 or more lattice cells per radius.  In an inviscid fluid (viscosity and
+ * Smagorinsky coefficient 0) the rotational part of the no-slip condition is not imposed:
+ * pressure acts through a sphere's centre, so only viscosity can spin it or the fluid. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+#include "kernel.h"
+
+/* passes of the correction per step (each leaves ~30-60% of the interior's mismatch; what is
+ * left of its rigid motion is then removed exactly with the unit patterns) */
+#define PEN_PASSES 3
+/* passes for the unit patterns, made once per lattice */
+#define PEN_PATTERN_PASSES 16
+/* lattice nodes beyond the radius, per side: the ramp, the curl's stencil and the M4'
+ * footprint of the vortons remeshed onto it */
+#define PEN_MARGIN 4
+
+/* A body's lattice, made when the body's radius or the resolution changes. */
+typedef struct vp_lattice {
+    double R, h, s2;   /* radius it was made for, spacing, core radius^2 of its vortons */
+    double res;        /* resolution it was made for (cells per radius) */
+    int nh, n;         /* half width in nodes, nodes per axis (2 nh + 1) */
+    size_t ni, nb;     /* forcing nodes (chi > 0), band nodes (where the curl of a forcing field lives) */
+    int *inode, *bnode;/* their node ids */
+    int *bindex;       /* (n^3) node id -> band index, or -1 */
+    double *chi;       /* (ni) forcing weight */
+    double *ri, *rb;   /* (ni,3), (nb,3) offsets from the centre */
+    double *pat;       /* (6, nb, 3) band strengths set up by unit dU (x, y, z) and unit dW (x, y, z) */
+    double kU[9];      /* impulse of the dU patterns: I_a = kU[3 a + b] dU_b (per unit density) */
+    double kW[9];      /* angular impulse about the centre of the dW patterns */
+    double shift;      /* the forcing ramp's place (forcing_chi): set so that kU = 3/2 V */
+} vp_lattice;
+
+static inline size_t node_id(const vp_lattice *L, int i, int j, int k)
+{
+    return (size_t)i + (size_t)L->n * ((size_t)j + (size_t)L->n * (size_t)k);
+}
+
+void vp_lattice_free(vp_lattice *L)
+{
+    if (!L) return;
+    free(L->inode); free(L->bnode); free(L->bindex); free(L->chi); free(L->ri); free(L->rb); free(L->pat);
+    free(L);
+}
+
+/* Forcing weight at distance r from the centre: a ramp of width h from 1 inside R - (1/2 + shift) h
+ * to 0 outside R + (1/2 - shift) h. */
+static double forcing_chi(double r, double R, double h, double shift)
+{
+    double c = (R + (0.5 - shift) * h - r) / h;
+    return c >= 1.0 ? 1.0 : (c <= 0.0 ? 0.0 : c);
+}
+
+/* curl(f) h^3 at the band nodes, for f given at the forcing nodes (zero elsewhere), by central
+ * differences: forcing node q enters (df/dx_a) at its neighbour q + sg e_a with the weight
+ * -sg / 2h.  out: (nb,3), overwritten. */
+static void band_curl(const vp_lattice *L, const double *f, double *out)
+{
+    const double k = 0.5 * L->h * L->h; /* (1 / 2h) h^3 */
+    const int n = L->n;
+    memset(out, 0, 3 * L->nb * sizeof(double));
+    for (size_t q = 0; q < L->ni; q++) {
+        const int id = L->inode[q], i = id % n, j = (id / n) % n, kk = id / (n * n);
+        const double *fq = f + 3 * q;
+        for (int a = 0; a < 3; a++)
+            for (int sg = -1; sg <= 1; sg += 2) {
+                const int b = L->bindex[node_id(L, i + (a == 0) * sg, j + (a == 1) * sg, kk + (a == 2) * sg)];
+                const double d = -sg * k;
+                double *o = out + 3 * b;
+                /* curl = (dfz/dy - dfy/dz, dfx/dz - dfz/dx, dfy/dx - dfx/dy) */
+                if (a == 0) { o[1] -= d * fq[2]; o[2] += d * fq[1]; }
+                else if (a == 1) { o[0] += d * fq[2]; o[2] -= d * fq[0]; }
+                else { o[0] -= d * fq[1]; o[1] += d * fq[0]; }
+            }
+    }
+}
+
+/* u[q] += velocity at forcing node q induced by band strengths da (nb,3), the lattice vortons'
+ * kernel (kernel.h). */
+static void band_induce(const vp_lattice *L, const double *da, double *u, int threads)
+{
+    (void)threads;
+#pragma omp parallel for num_threads(threads) schedule(static) if (L->ni * L->nb > 100000)
+    for (long q = 0; q < (long)L->ni; q++) {
+        double acc[3] = {0, 0, 0};
+        for (size_t b = 0; b < L->nb; b++) {
+            const double *a = da + 3 * b;
+            if (a[0] == 0.0 && a[1] == 0.0 && a[2] == 0.0) continue;
+            vp_kernel_add(L->ri + 3 * q, L->rb + 3 * b, a, L->s2, acc);
+        }
+        for (int c = 0; c < 3; c++) u[3 * q + c] += acc[c];
+    }
+}
+
+/* Impulse 1/2 sum r x a and angular impulse 1/3 sum r x (r x a) about the centre of band
+ * strengths a. */
+static void band_moments(const vp_lattice *L, const double *a, double I[3], double A[3])
+{
+    memset(I, 0, 3 * sizeof(double)); memset(A, 0, 3 * sizeof(double));
+    for (size_t b = 0; b < L->nb; b++) {
+        double rxa[3], rrxa[3];
+        vp_cross3(L->rb + 3 * b, a + 3 * b, rxa);
+        vp_cross3(L->rb + 3 * b, rxa, rrxa);
+        for (int c = 0; c < 3; c++) { I[c] += 0.5 * rxa[c]; A[c] += rrxa[c] / 3.0; }
+    }
+}
+
+/* The rigid motion of the fluid deep inside the body, velocity u (ni,3) at the forcing nodes:
+ * mode[0..3) the mean velocity, mode[3..6) the rotation J^-1 sum r x u with
+ * J = sum (r.r - r r^T), isotropic on the symmetric lattice: 2/3 sum r.r.  Over the nodes with
+ * chi = 1 (the cores of the vortons smooth the velocity in the ramp), or with weights chi where
+ * a coarse lattice has fewer than 7 of those. */
+static void rigid_modes(const vp_lattice *L, const double *u, double mode[6])
+{
+    size_t deep = 0;
+    for (size_t q = 0; q < L->ni; q++) deep += L->chi[q] >= 1.0;
+    double cw = 0, j = 0;
+    memset(mode, 0, 6 * sizeof(double));
+    for (size_t q = 0; q < L->ni; q++) {
+        const double w = deep >= 7 ? (L->chi[q] >= 1.0) : L->chi[q];
+        if (w == 0.0) continue;
+        double rxu[3];
+        vp_cross3(L->ri + 3 * q, u + 3 * q, rxu);
+        for (int c = 0; c < 3; c++) { mode[c] += w * u[3 * q + c]; mode[3 + c] += w * rxu[c]; }
+        cw += w;
+        j += w * vp_dot3(L->ri + 3 * q, L->ri + 3 * q);
+    }
+    j *= 2.0 / 3.0;
+    for (int c = 0; c < 3; c++) { mode[c] = cw > 0 ? mode[c] / cw : 0.0; mode[3 + c] = j > 0 ? mode[3 + c] / j : 0.0; }
+}
+
+/* The correction passes (step 3): the fluid at the forcing nodes, velocity u (ni,3, updated),
+ * driven towards U + W x r; the band strengths added go to da (accumulated).  With
+ * rotation = 0 the rigid-rotation part of each pass's correction is left out (inviscid). */
+static int penalize_passes(const vp_lattice *L, double *u, const double U[3], const double W[3], int rotation,
+                           int passes, double *da, int threads)
+{
+    double *f = malloc(3 * L->ni * sizeof(double)), *inc = malloc(3 * L->nb * sizeof(double));
+    if (!f || !inc) { free(f); free(inc); return VP_ERR_NOMEM; }
+    double cw = 0;
+    for (size_t q = 0; q < L->ni; q++) cw += L->chi[q];
+    for (int pass = 0; pass < passes; pass++) {
+        double mean[3] = {0, 0, 0};
+        for (size_t q = 0; q < L->ni; q++) {
+            double us[3];
+            vp_cross3(W, L->ri + 3 * q, us);
+            for (int c = 0; c < 3; c++) {
+                f[3 * q + c] = L->chi[q] * (U[c] + us[c] - u[3 * q + c]);
+                mean[c] += f[3 * q + c];
+            }
+        }
+        /* the uniform part is only ~2/3 realised by its curl (a uniform field masked by a sphere
+         * is not solenoidal); half again of it makes the passes converge faster */
+        for (int c = 0; c < 3; c++) mean[c] /= cw;
+        for (size_t q = 0; q < L->ni; q++)
+            for (int c = 0; c < 3; c++) f[3 * q + c] += 0.5 * L->chi[q] * mean[c];
+        if (!rotation) {
+            /* remove chi-weighted rigid rotation: Omega = J^-1 sum chi r x f, J = sum chi (r.r - r r^T);
+             * the lattice is symmetric, so J is isotropic: J = 2/3 sum chi r.r */
+            double Lm[3] = {0, 0, 0}, j = 0;
+            for (size_t q = 0; q < L->ni; q++) {
+                double rxf[3];
+                vp_cross3(L->ri + 3 * q, f + 3 * q, rxf);
+                for (int c = 0; c < 3; c++) Lm[c] += rxf[c];
+                j += L->chi[q] * vp_dot3(L->ri + 3 * q, L->ri + 3 * q);
+            }
+            j *= 2.0 / 3.0;
+            if (j > 0) {
+                double Om[3] = {Lm[0] / j, Lm[1] / j, Lm[2] / j};
+                for (size_t q = 0; q < L->ni; q++) {
+                    double w[3];
+                    vp_cross3(Om, L->ri + 3 * q, w);
+                    for (int c = 0; c < 3; c++) f[3 * q + c] -= L->chi[q] * w[c];
+                }
+            }
+        }
+        band_curl(L, f, inc);
+        for (size_t b = 0; b < 3 * L->nb; b++) da[b] += inc[b];
+        band_induce(L, inc, u, threads);
+    }
+    free(f); free(inc);
+    return VP_OK;
+}
+
+static int lattice_build(vp_lattice *L, double R, double res, double shift, int patterns, int threads)
+{
+    const double h = R / res;
+    L->R = R; L->res = res; L->h = h;
+    L->s2 = pow(3.0 / (4.0 * VP_PI), 2.0 / 3.0) * h * h; /* a vorton of volume h^3 */
+    L->nh = (int)ceil(res) + PEN_MARGIN;
+    L->n = 2 * L->nh + 1;
+    const int n = L->n, nh = L->nh;
+    const size_t nn = (size_t)n * n * n;
+    L->bindex = malloc(nn * sizeof(int));
+    L->inode = malloc(nn * sizeof(int));
+    L->bnode = malloc(nn * sizeof(int));
+    L->chi = malloc(nn * sizeof(double));
+    L->ri = malloc(3 * nn * sizeof(double));
+    L->rb = malloc(3 * nn * sizeof(double));
+    if (!L->bindex || !L->inode || !L->bnode || !L->chi || !L->ri || !L->rb) return VP_ERR_NOMEM;
+    unsigned char *forced = calloc(nn, 1);
+    if (!forced) return VP_ERR_NOMEM;
+    L->ni = 0;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < n; i++) {
+                double r[3] = {h * (i - nh), h * (j - nh), h * (k - nh)};
+                double c = forcing_chi(sqrt(vp_dot3(r, r)), R, h, shift);
+                if (c <= 0) continue;
+                size_t q = L->ni++;
+                L->inode[q] = (int)node_id(L, i, j, k);
+                L->chi[q] = c;
+                memcpy(L->ri + 3 * q, r, sizeof r);
+                forced[node_id(L, i, j, k)] = 1;
+            }
+    /* band: nodes with a forcing node among their six neighbours (within the lattice: the
+     * forcing region ends PEN_MARGIN nodes inside its edge) */
+    L->nb = 0;
+    for (int k = 1; k < n - 1; k++)
+        for (int j = 1; j < n - 1; j++)
+            for (int i = 1; i < n - 1; i++) {
+                size_t id = node_id(L, i, j, k);
+                L->bindex[id] = -1;
+                int near = forced[node_id(L, i - 1, j, k)] || forced[node_id(L, i + 1, j, k)] ||
+                           forced[node_id(L, i, j - 1, k)] || forced[node_id(L, i, j + 1, k)] ||
+                           forced[node_id(L, i, j, k - 1)] || forced[node_id(L, i, j, k + 1)];
+                if (!near) continue;
+                size_t b = L->nb++;
+                L->bindex[id] = (int)b;
+                L->bnode[b] = (int)id;
+                L->rb[3 * b] = h * (i - nh); L->rb[3 * b + 1] = h * (j - nh); L->rb[3 * b + 2] = h * (k - nh);
+            }
+    /* (edge nodes are never in the band) */
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < n; i++)
+                if (i == 0 || j == 0 || k == 0 || i == n - 1 || j == n - 1 || k == n - 1) L->bindex[node_id(L, i, j, k)] = -1;
+    free(forced);
+    /* the unit patterns: the correction passes for a unit velocity change on a still fluid, each
+     * scaled so that the fluid at the forcing nodes takes exactly the unit rigid motion (the
+     * chi-weighted mean translation, or rotation; the lattice's symmetry keeps the other modes
+     * and components at rounding) */
+    L->pat = calloc(6 * 3 * L->nb, sizeof(double));
+    double *u = malloc(3 * L->ni * sizeof(double));
+    if (!L->pat || !u) { free(u); return VP_ERR_NOMEM; }
+    L->shift = shift;
+    for (int m = 0; m < patterns; m++) {
+        double U[3] = {0, 0, 0}, W[3] = {0, 0, 0};
+        if (m < 3) U[m] = 1.0; else W[m - 3] = 1.0;
+        memset(u, 0, 3 * L->ni * sizeof(double));
+        double *pm = L->pat + 3 * L->nb * m;
+        int st = penalize_passes(L, u, U, W, 1, PEN_PATTERN_PASSES, pm, threads);
+        if (st) { free(u); return st; }
+        double mode[6];
+        rigid_modes(L, u, mode);
+        const double got = mode[m];
+        if (!(got > 0.05)) return VP_ERR_VALUE; /* no interior to move: a lattice too coarse for the body */
+        for (size_t b = 0; b < 3 * L->nb; b++) pm[b] /= got;
+        double I[3], A[3];
+        band_moments(L, pm, I, A);
+        for (int c = 0; c < 3; c++) {
+            if (m < 3) L->kU[3 * c + m] = I[c]; else L->kW[3 * c + (m - 3)] = A[c];
+        }
+    }
+    free(u);
+    return VP_OK;
+}
+
+/* The body's lattice for its radius and the sim's resolution, made anew when either changed. */
+static int lattice_for(vp_sim *s, size_t b, vp_lattice **out, int threads)
+{
+    if (s->n_lattices_allocated < s->n_bodies) {
+        vp_lattice **p = realloc(s->lattices, s->n_bodies * sizeof *p);
+        if (!p) return VP_ERR_NOMEM;
+        for (size_t k = s->n_lattices_allocated; k < s->n_bodies; k++) p[k] = NULL;
+        s->lattices = p; s->n_lattices_allocated = s->n_bodies;
+    }
+    vp_lattice *L = s->lattices[b];
+    const double R = s->bodies[b].radius, res = s->params.body_resolution;
+    if (L && L->R == R && L->res == res) { *out = L; return VP_OK; }
+    vp_lattice_free(L);
+    s->lattices[b] = NULL;
+    /* The forcing ramp's place, by the secant method on the impulse of the unit translation:
+     * the flow a velocity change sets up carries the potential-flow impulse 3/2 V (the
+     * interior and the dipole of a sphere of radius R), so the added mass is a sphere's.  The
+     * vortons' cores put the induced sheet about half a lattice cell outside the ramp. */
+    const double want = 1.5 * vp_volume(R);
+    double x0 = 0.5, x1 = 0.8, f0 = 0, f1 = 0;
+    for (int it = 0; it < 8; it++) {
+        const double x = it == 0 ? x0 : (it == 1 ? x1 : x1 - f1 * (x1 - x0) / (f1 - f0));
+        L = calloc(1, sizeof *L);
+        if (!L) return VP_ERR_NOMEM;
+        int st = lattice_build(L, R, res, x, 1, threads);
+        const double f = st ? NAN : L->kU[0] / want - 1.0;
+        vp_lattice_free(L);
+        if (st == VP_ERR_NOMEM) return st;
+        if (!isfinite(f)) { x1 = NAN; break; }
+        if (it == 0) { f0 = f; continue; }
+        if (it == 1) { f1 = f; continue; }
+        x0 = x1; f0 = f1; x1 = x; f1 = f;
+        if (fabs(f) < 1e-3 || f1 == f0) break;
+    }
+    if (!(x1 > -0.5 && x1 < 1.5)) x1 = 0.5; /* (a lattice too coarse to calibrate: the ramp's usual place) */
+    L = calloc(1, sizeof *L);
+    if (!L) return VP_ERR_NOMEM;
+    int st = lattice_build(L, R, res, x1, 6, threads);
+    if (st) { vp_lattice_free(L); return st; }
+    s->lattices[b] = L;
+    *out = L;
+    return VP_OK;
+}
+
+void vp_sim_lattices_free(vp_sim *s)
+{
+    for (size_t b = 0; b < s->n_lattices_allocated; b++) vp_lattice_free(s->lattices[b]);
+    free(s->lattices);
+    s->lattices = NULL; s->n_lattices_allocated = 0;
+}
+
+/* M4' interpolation kernel (Monaghan 1985), support |x| < 2. */
+static inline double m4p(double x)
+{
+    x = fabs(x);
+    if (x < 1.0) return 1.0 - 2.5 * x * x + 1.5 * x * x * x;
+    if (x < 2.0) return 0.5 * (2.0 - x) * (2.0 - x) * (1.0 - x);
+    return 0.0;
+}
+
+/* x = A^-1 b for a 3x3 A (row-major) by Cramer's rule: A is a mass matrix, well conditioned. */
+static void solve3(const double A[9], const double b[3], double x[3])
+{
+    const double c0[3] = {A[0], A[3], A[6]}, c1[3] = {A[1], A[4], A[7]}, c2[3] = {A[2], A[5], A[8]};
+    double t[3];
+    vp_cross3(c1, c2, t);
+    const double det = vp_dot3(c0, t);
+    x[0] = vp_dot3(b, t) / det;
+    vp_cross3(b, c2, t); x[1] = vp_dot3(c0, t) / det;
+    vp_cross3(c1, b, t); x[2] = vp_dot3(c0, t) / det;
+}
+
+/* One body (steps 1-4 of the file comment).  Vortons are removed and appended: indices change. */
+static int penalize_body(vp_sim *s, size_t bi)
+{
+    vp_body *B = &s->bodies[bi];
+    const int threads = vp_threads(s);
+    vp_lattice *L;
+    int st = lattice_for(s, bi, &L, threads);
+    if (st) return st;
+    vp_vortons *v = &s->vortons;
+    const double h = L->h, h3 = h * h * h, rho0 = s->params.ambient_density, dt = s->params.dt;
+    const int n = L->n, nh = L->nh;
+    const size_t nn = (size_t)n * n * n;
+    const double *c = B->position;
+    double o[3];
+    for (int a = 0; a < 3; a++) o[a] = c[a] - nh * h;
+    /* 1. remesh the vortons whose M4' footprint lies on the lattice */
+    double *acc = calloc(7 * nn, sizeof(double)); /* a (3), density mass, excess heat, age*vol, vol */
+    unsigned char *keep = malloc(v->n + 1);
+    if (!acc || !keep) { free(acc); free(keep); return VP_ERR_NOMEM; }
+    const double lim = (nh - 2) * h;
+    const double *x = v->position->data, *w = v->vorticity->data, *rad = v->radius->data,
+                 *den = v->density->data, *age = v->age->data;
+    size_t removed = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        const double *xi = x + 3 * i;
+        keep[i] = !(fabs(xi[0] - c[0]) < lim && fabs(xi[1] - c[1]) < lim && fabs(xi[2] - c[2]) < lim);
+        if (keep[i]) continue;
+        removed++;
+        const double V = vp_volume(rad[i]);
+        const double q[7] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V, den[i] * V,
+                             (vp_temperature_from_density(rho0, den[i]) - 1.0) * V, age[i] * V, V};
+        int base[3];
+        double wt[3][4];
+        for (int a = 0; a < 3; a++) {
+            const double u = (xi[a] - o[a]) / h;
+            base[a] = (int)floor(u) - 1;
+            for (int k = 0; k < 4; k++) wt[a][k] = m4p(u - (base[a] + k));
+        }
+        for (int kz = 0; kz < 4; kz++)
+            for (int ky = 0; ky < 4; ky++)
+                for (int kx = 0; kx < 4; kx++) {
+                    const double W = wt[0][kx] * wt[1][ky] * wt[2][kz];
+                    double *A = acc + 7 * node_id(L, base[0] + kx, base[1] + ky, base[2] + kz);
+                    for (int m = 0; m < 7; m++) A[m] += W * q[m];
+                }
+    }
+    /* the lattice's vortons: every node that received anything, and every band node */
+    size_t *slot = malloc(nn * sizeof(size_t)), nnew = 0;
+    if (!slot) { free(acc); free(keep); return VP_ERR_NOMEM; }
+    for (size_t id = 0; id < nn; id++) {
+        const double *A = acc + 7 * id;
+        int any = A[0] != 0 || A[1] != 0 || A[2] != 0 || A[3] != 0 || A[4] != 0 || L->bindex[id] >= 0;
+        slot[id] = any ? nnew++ : (size_t)-1;
+    }
+    double *np = malloc((3 * 3 + 2) * (nnew + 1) * sizeof(double));
+    if (!np) { free(acc); free(keep); free(slot); return VP_ERR_NOMEM; }
+    double *nx = np, *nw = np + 3 * nnew, *nd = np + 6 * nnew, *nr = np + 7 * nnew, *nage = np + 8 * nnew;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < n; i++) {
+                size_t id = node_id(L, i, j, k), m = slot[id];
+                if (m == (size_t)-1) continue;
+                const double *A = acc + 7 * id;
+                nx[3 * m] = o[0] + h * i; nx[3 * m + 1] = o[1] + h * j; nx[3 * m + 2] = o[2] + h * k;
+                for (int a = 0; a < 3; a++) nw[3 * m + a] = A[a] / h3;
+                /* density from the excess heat (conserved); the mass follows the temperature */
+                const double T = 1.0 + A[4] / h3;
+                nd[m] = T > 0 ? vp_density_from_temperature(rho0, T) : A[3] / h3;
+                nr[m] = cbrt(3.0 / (4.0 * VP_PI)) * h;
+                nage[m] = A[6] > 0 ? A[5] / A[6] : 0.0;
+            }
+    free(acc);
+    if (removed) { st = vp_sim_compact_vortons(s, keep); if (st) { free(keep); free(slot); free(np); return st; } }
+    free(keep);
+    const size_t first = v->n;
+    st = vp_sim_add_vortons(s, nnew, nx, nw, nr, nd);
+    if (st) { free(slot); free(np); return st; }
+    for (size_t m = 0; m < nnew; m++) v->age->data[first + m] = nage[m];
+    free(np);
+    /* 2. velocity at the forcing nodes, from every vorton */
+    double *pts = malloc(3 * L->ni * sizeof(double)), *u = malloc(3 * L->ni * sizeof(double)),
+           *da = calloc(3 * L->nb, sizeof(double));
+    if (!pts || !u || !da) { free(pts); free(u); free(da); free(slot); return VP_ERR_NOMEM; }
+    for (size_t q = 0; q < L->ni; q++)
+        for (int a = 0; a < 3; a++) pts[3 * q + a] = c[a] + L->ri[3 * q + a];
+    st = vp_sim_velocity_at(s, L->ni, pts, u);
+    free(pts);
+    if (st) { free(u); free(da); free(slot); return st; }
+    /* 3. the correction with the body held at its velocity */
+    const int rotation = s->params.viscosity > 0 || s->params.smagorinsky > 0;
+    st = penalize_passes(L, u, B->velocity, B->angular_velocity, rotation, PEN_PASSES, da, threads);
+    if (st) { free(u); free(da); free(slot); return st; }
+    {
+        /* what the passes left of the rigid motion's mismatch, removed with the unit patterns */
+        double mode[6];
+        rigid_modes(L, u, mode);
+        for (int m = 0; m < 6; m++) {
+            const double e = m < 3 ? B->velocity[m] - mode[m] : (rotation ? B->angular_velocity[m - 3] - mode[m] : 0.0);
+            const double *pm = L->pat + 3 * L->nb * m;
+            for (size_t b = 0; b < 3 * L->nb; b++) da[b] += e * pm[b];
+        }
+    }
+    free(u);
+    double dI[3], dA[3];
+    band_moments(L, da, dI, dA);
+    /* 4. the body: Newton's law with the added mass implicit */
+    const double V = vp_volume(B->radius), J = 0.4 * V * B->radius * B->radius;
+    double F[3], T[3], dU[3] = {0, 0, 0}, dW[3] = {0, 0, 0};
+    for (int a = 0; a < 3; a++) {
+        F[a] = -rho0 * dI[a];               /* the fluid's push over the step, held body */
+        T[a] = -rho0 * dA[a];
+    }
+    if (!B->fixed) {
+        const double M = B->mass, I = vp_body_inertia(B);
+        double AU[9], AW[9], bU[3], bW[3];
+        for (int r = 0; r < 3; r++) {
+            for (int q = 0; q < 3; q++) {
+                AU[3 * r + q] = rho0 * L->kU[3 * r + q];
+                AW[3 * r + q] = rotation ? rho0 * L->kW[3 * r + q] : 0.0;
+            }
+            AU[4 * r] += M - rho0 * V;
+            AW[4 * r] += I - (rotation ? rho0 * J : 0.0);
+            bU[r] = F[r] + B->force[r] * dt + B->impulse[r];
+            bW[r] = T[r] + B->torque[r] * dt + B->angular_impulse[r];
+        }
+        solve3(AU, bU, dU);
+        solve3(AW, bW, dW);
+    }
+    /* the velocity change, added to the fluid (the unit patterns) */
+    for (size_t b = 0; b < L->nb; b++)
+        for (int a = 0; a < 3; a++) {
+            double add = 0;
+            for (int m = 0; m < 3; m++) add += dU[m] * L->pat[3 * L->nb * m + 3 * b + a];
+            if (rotation)
+                for (int m = 0; m < 3; m++) add += dW[m] * L->pat[3 * L->nb * (3 + m) + 3 * b + a];
+            da[3 * b + a] += add;
+        }
+    /* the band's strengths into its vortons (each band node has one: slot) */
+    double *vw = v->vorticity->data;
+    for (size_t b = 0; b < L->nb; b++) {
+        const size_t m = first + slot[L->bnode[b]];
+        for (int a = 0; a < 3; a++) vw[3 * m + a] += da[3 * b + a] / h3;
+    }
+    free(slot); free(da);
+    /* the hand-over, and the body's new velocity */
+    double J3[3], K3[3];
+    for (int a = 0; a < 3; a++) {
+        /* what the fluid handed the body: its momentum change less the external pushes */
+        if (B->fixed) { J3[a] = F[a]; K3[a] = T[a]; }
+        else {
+            J3[a] = B->mass * dU[a] - B->force[a] * dt - B->impulse[a];
+            K3[a] = vp_body_inertia(B) * dW[a] - B->torque[a] * dt - B->angular_impulse[a];
+        }
+        B->fluid_impulse[a] += J3[a];
+        B->fluid_angular_impulse[a] += K3[a];
+    }
+    if (!B->fixed) {
+        const double I = vp_body_inertia(B);
+        for (int a = 0; a < 3; a++) {
+            B->momentum[a] = B->mass * (B->velocity[a] + dU[a]);
+            B->angular_momentum[a] = I * (B->angular_velocity[a] + dW[a]);
+        }
+    }
+    memset(B->force, 0, sizeof B->force); memset(B->torque, 0, sizeof B->torque);
+    memset(B->impulse, 0, sizeof B->impulse); memset(B->angular_impulse, 0, sizeof B->angular_impulse);
+    return VP_OK;
+}
+
+/* Heat conducted between each body and the vortons at its surface (part 10: Q = kb (Tb - Ti) dt
+ * for each vorton whose core straddles the surface), integrated exactly over the step. */
+static void conduct_body(vp_sim *s, vp_body *B)
+{
+    if (!(B->thermal_conductivity > 0)) return;
+    vp_vortons *v = &s->vortons;
+    const double rho0 = s->params.ambient_density, dt = s->params.dt;
+    double heat = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        const double *x = v->position->data + 3 * i, sr = v->radius->data[i];
+        double r[3] = {x[0] - B->position[0], x[1] - B->position[1], x[2] - B->position[2]};
+        double d = sqrt(vp_dot3(r, r));
+        if (d <= B->radius - sr || d >= B->radius + sr) continue;
+        const double Ci = s->params.fluid_heat_capacity * vp_volume(sr);
+        const double Ti = vp_temperature_from_density(rho0, v->density->data[i]);
+        const double inv = 1.0 / Ci + (B->heat_capacity > 0 && isfinite(B->heat_capacity) ? 1.0 / B->heat_capacity : 0.0);
+        const double Q = (B->temperature - Ti) * (-expm1(-B->thermal_conductivity * dt * inv)) / inv;
+        v->density->data[i] = vp_density_from_temperature(rho0, Ti + Q / Ci);
+        heat += Q;
+    }
+    if (B->heat_capacity > 0 && isfinite(B->heat_capacity)) B->temperature -= heat / B->heat_capacity;
+    B->heat_received -= heat;
+}
+
+/* Phase 7, the physical rule, for every body in order; the bodies' velocities change here
+ * (forces and impulses applied before it, gravity and buoyancy included). */
+int vp_bodies_penalize(vp_sim *s, int tracers)
+{
+    for (size_t b = 0; b < s->n_bodies; b++) {
+        int st = penalize_body(s, b);
+        if (st) return st;
+        conduct_body(s, &s->bodies[b]);
+    }
+    if (tracers) vp_bodies_project_tracers(s);
+    return VP_OK;
+}
