@@ -71,11 +71,11 @@ void vp_lattice_free(vp_lattice *L)
     free(L);
 }
 
-/* Forcing weight at distance r from the centre: a ramp of width h from 1 inside R - (1/2 + shift) h
- * to 0 outside R + (1/2 - shift) h. */
+/* Forcing weight at distance r from the centre: a ramp of width h/2 centred on R - shift h (a
+ * sharper ramp puts the no-slip wall closer to where the flow sees the body). */
 static double forcing_chi(double r, double R, double h, double shift)
 {
-    double c = (R + (0.5 - shift) * h - r) / h;
+    double c = (R - shift * h - r) / (0.5 * h) + 0.5;
     return c >= 1.0 ? 1.0 : (c <= 0.0 ? 0.0 : c);
 }
 
