@@ -39,9 +39,9 @@
 #define PEN_PASSES 3
 /* passes for the unit patterns, made once per lattice */
 #define PEN_PATTERN_PASSES 16
-/* lattice nodes beyond the radius, per side: the ramp, the curl's stencil and the M4'
- * footprint of the vortons remeshed onto it */
-#define PEN_MARGIN 4
+/* lattice nodes beyond the radius, per side: the ramp, the curl's stencil, and room for the
+ * vortons near the body to be remeshed with the full M4' stencil */
+#define PEN_MARGIN 3
 
 /* A body's lattice, made when the body's radius or the resolution changes. */
 typedef struct vp_lattice {
@@ -381,35 +381,59 @@ static int penalize_body(vp_sim *s, size_t bi)
     const double *c = B->position;
     double o[3];
     for (int a = 0; a < 3; a++) o[a] = c[a] - nh * h;
-    /* 1. remesh the vortons whose M4' footprint lies on the lattice */
+    /* 1. remesh every vorton inside the lattice's cube onto it: strength with M4' (moments 0-2
+     * exact: circulation, linear and angular impulse), near the cube's faces with the quadratic
+     * on the three nearest nodes inside (the same moments), so that nothing lands outside the
+     * cube and no node is left half-remeshed (each step would otherwise add a layer of vortons
+     * there); density mass, heat and age with the linear kernel (no overshoot: temperatures
+     * stay within their neighbours' range) */
     double *acc = calloc(7 * nn, sizeof(double)); /* a (3), density mass, excess heat, age*vol, vol */
     unsigned char *keep = malloc(v->n + 1);
     if (!acc || !keep) { free(acc); free(keep); return VP_ERR_NOMEM; }
-    const double lim = (nh - 2) * h;
     const double *x = v->position->data, *w = v->vorticity->data, *rad = v->radius->data,
                  *den = v->density->data, *age = v->age->data;
     size_t removed = 0;
     for (size_t i = 0; i < v->n; i++) {
         const double *xi = x + 3 * i;
-        keep[i] = !(fabs(xi[0] - c[0]) < lim && fabs(xi[1] - c[1]) < lim && fabs(xi[2] - c[2]) < lim);
-        if (keep[i]) continue;
+        double q[3];
+        int inside = 1;
+        for (int a = 0; a < 3; a++) { q[a] = (xi[a] - o[a]) / h; inside &= q[a] >= 0.0 && q[a] <= n - 1; }
+        keep[i] = !inside;
+        if (!inside) continue;
         removed++;
         const double V = vp_volume(rad[i]);
-        const double q[7] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V, den[i] * V,
-                             (vp_temperature_from_density(rho0, den[i]) - 1.0) * V, age[i] * V, V};
-        int base[3];
-        double wt[3][4];
+        const double av[3] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V};
+        const double sc[4] = {den[i] * V, (vp_temperature_from_density(rho0, den[i]) - 1.0) * V, age[i] * V, V};
+        int base[3], lb[3];
+        double wt[3][4], lw[3][2];
         for (int a = 0; a < 3; a++) {
-            const double u = (xi[a] - o[a]) / h;
-            base[a] = (int)floor(u) - 1;
-            for (int k = 0; k < 4; k++) wt[a][k] = m4p(u - (base[a] + k));
+            const int f = (int)floor(q[a]);
+            if (f - 1 >= 0 && f + 2 <= n - 1) {
+                base[a] = f - 1;
+                for (int k = 0; k < 4; k++) wt[a][k] = m4p(q[a] - (base[a] + k));
+            } else { /* the quadratic through the three nearest nodes inside the cube */
+                base[a] = f - 1 < 0 ? 0 : n - 3;
+                const double t = q[a] - base[a];
+                wt[a][0] = 0.5 * (t - 1.0) * (t - 2.0); wt[a][1] = -t * (t - 2.0); wt[a][2] = 0.5 * t * (t - 1.0);
+                wt[a][3] = 0.0;
+            }
+            lb[a] = f < n - 1 ? f : n - 2;
+            lw[a][1] = q[a] - lb[a]; lw[a][0] = 1.0 - lw[a][1];
         }
         for (int kz = 0; kz < 4; kz++)
             for (int ky = 0; ky < 4; ky++)
                 for (int kx = 0; kx < 4; kx++) {
                     const double W = wt[0][kx] * wt[1][ky] * wt[2][kz];
+                    if (W == 0.0) continue;
                     double *A = acc + 7 * node_id(L, base[0] + kx, base[1] + ky, base[2] + kz);
-                    for (int m = 0; m < 7; m++) A[m] += W * q[m];
+                    for (int m = 0; m < 3; m++) A[m] += W * av[m];
+                }
+        for (int kz = 0; kz < 2; kz++)
+            for (int ky = 0; ky < 2; ky++)
+                for (int kx = 0; kx < 2; kx++) {
+                    const double W = lw[0][kx] * lw[1][ky] * lw[2][kz];
+                    double *A = acc + 7 * node_id(L, lb[0] + kx, lb[1] + ky, lb[2] + kz);
+                    for (int m = 0; m < 4; m++) A[3 + m] += W * sc[m];
                 }
     }
     /* the lattice's vortons: every node that received anything, and every band node */
@@ -430,11 +454,12 @@ static int penalize_body(vp_sim *s, size_t bi)
                 if (m == (size_t)-1) continue;
                 const double *A = acc + 7 * id;
                 nx[3 * m] = o[0] + h * i; nx[3 * m + 1] = o[1] + h * j; nx[3 * m + 2] = o[2] + h * k;
-                for (int a = 0; a < 3; a++) nw[3 * m + a] = A[a] / h3;
-                /* density from the excess heat (conserved); the mass follows the temperature */
-                const double T = 1.0 + A[4] / h3;
-                nd[m] = T > 0 ? vp_density_from_temperature(rho0, T) : A[3] / h3;
-                nr[m] = cbrt(3.0 / (4.0 * VP_PI)) * h;
+                /* a node holds at least its cell's volume, more where the vortons were packed more
+                 * densely (then the mean density stays within theirs, and the mass is kept) */
+                const double Vn = A[6] > h3 ? A[6] : h3;
+                for (int a = 0; a < 3; a++) nw[3 * m + a] = A[a] / Vn;
+                nd[m] = A[3] / Vn;
+                nr[m] = cbrt(3.0 * Vn / (4.0 * VP_PI));
                 nage[m] = A[6] > 0 ? A[5] / A[6] : 0.0;
             }
     free(acc);
@@ -507,7 +532,8 @@ static int penalize_body(vp_sim *s, size_t bi)
     double *vw = v->vorticity->data;
     for (size_t b = 0; b < L->nb; b++) {
         const size_t m = first + slot[L->bnode[b]];
-        for (int a = 0; a < 3; a++) vw[3 * m + a] += da[3 * b + a] / h3;
+        const double Vm = vp_volume(v->radius->data[m]);
+        for (int a = 0; a < 3; a++) vw[3 * m + a] += da[3 * b + a] / Vm;
     }
     free(slot); free(da);
     /* the hand-over, and the body's new velocity */
@@ -534,25 +560,32 @@ static int penalize_body(vp_sim *s, size_t bi)
     return VP_OK;
 }
 
-/* Heat conducted between each body and the vortons at its surface (part 10: Q = kb (Tb - Ti) dt
- * for each vorton whose core straddles the surface), integrated exactly over the step. */
+/* Heat conducted between a body and the fluid at its surface (part 10: Q = kb (Tb - T) dt), with
+ * kb the body's whole conductance: each vorton whose core straddles the surface takes a share
+ * of it by its cross-section, so the heat flow does not depend on the lattice's resolution.
+ * Each exchange is integrated exactly over the step (it never overshoots). */
 static void conduct_body(vp_sim *s, vp_body *B)
 {
     if (!(B->thermal_conductivity > 0)) return;
     vp_vortons *v = &s->vortons;
     const double rho0 = s->params.ambient_density, dt = s->params.dt;
-    double heat = 0;
-    for (size_t i = 0; i < v->n; i++) {
-        const double *x = v->position->data + 3 * i, sr = v->radius->data[i];
-        double r[3] = {x[0] - B->position[0], x[1] - B->position[1], x[2] - B->position[2]};
-        double d = sqrt(vp_dot3(r, r));
-        if (d <= B->radius - sr || d >= B->radius + sr) continue;
-        const double Ci = s->params.fluid_heat_capacity * vp_volume(sr);
-        const double Ti = vp_temperature_from_density(rho0, v->density->data[i]);
-        const double inv = 1.0 / Ci + (B->heat_capacity > 0 && isfinite(B->heat_capacity) ? 1.0 / B->heat_capacity : 0.0);
-        const double Q = (B->temperature - Ti) * (-expm1(-B->thermal_conductivity * dt * inv)) / inv;
-        v->density->data[i] = vp_density_from_temperature(rho0, Ti + Q / Ci);
-        heat += Q;
+    double area = 0, heat = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < v->n; i++) {
+            const double *x = v->position->data + 3 * i, sr = v->radius->data[i];
+            const double r[3] = {x[0] - B->position[0], x[1] - B->position[1], x[2] - B->position[2]};
+            const double d = sqrt(vp_dot3(r, r));
+            if (d <= B->radius - sr || d >= B->radius + sr) continue;
+            if (pass == 0) { area += sr * sr; continue; }
+            const double kb = B->thermal_conductivity * sr * sr / area;
+            const double Ci = s->params.fluid_heat_capacity * vp_volume(sr);
+            const double Ti = vp_temperature_from_density(rho0, v->density->data[i]);
+            const double inv = 1.0 / Ci + (B->heat_capacity > 0 && isfinite(B->heat_capacity) ? 1.0 / B->heat_capacity : 0.0);
+            const double Q = (B->temperature - Ti) * (-expm1(-kb * dt * inv)) / inv;
+            v->density->data[i] = vp_density_from_temperature(rho0, Ti + Q / Ci);
+            heat += Q;
+        }
+        if (area == 0) return;
     }
     if (B->heat_capacity > 0 && isfinite(B->heat_capacity)) B->temperature -= heat / B->heat_capacity;
     B->heat_received -= heat;

@@ -295,7 +295,8 @@ typedef struct {
     double linear_impulse[3];  /* 1/2 sum x_i x a_i   (fluid momentum / rho0) */
     double angular_impulse[3]; /* 1/3 sum x_i x (x_i x a_i) */
     double enstrophy;          /* sum |w_i|^2 V_i */
-    double heat;               /* sum C_i T_i over vortons + sum Cb Tb over bodies */
+    double heat;               /* heat above the ambient temperature 1: sum C_i (T_i - 1) over vortons
+                                  + sum Cb (Tb - 1) over bodies (empty space is ambient fluid) */
     double fluid_heat;         /* vortons only */
     double mass_deviation;     /* sum d_i V_i */
     double kinetic_energy;     /* 1/2 rho0 sum |u_i|^2 V_i with u from the last advection */

@@ -75,13 +75,13 @@ def _swirl_ratio(sim, ball, r):
 
 
 def test_spinning_ball_spins_fluid_up_and_itself_down():
-    """Part 4, figure 2: a ball spun in still fluid loses angular momentum to the fluid, and
+    """The articles' contact rule, part 4, figure 2: a ball spun in still fluid loses angular momentum to the fluid, and
     the velocity its boundary vorticity induces INSIDE the ball is a rigid rotation in the
     ball's sense.  Rigid rotation means u_phi / r is the same at every radius; a line vortex
     (u ~ 1/r) would differ by 61% between 0.5 R and 0.8 R and a rotlet (u ~ 1/r^2) by 76%,
     so 25% tells them apart.  Its magnitude is a fraction of Omega because only the vortons
     that touched the ball carry boundary vorticity (a partial surface sheet); we ask > 0.3."""
-    sim = vp.scenes.spinning_ball(tracers=0, noise=0.0, threads=2)
+    sim = vp.scenes.spinning_ball(tracers=0, noise=0.0, threads=2, body_coupling="articles")
     ball = sim.bodies[0]
     R = ball.radius
     L0 = ball.angular_momentum[2]
@@ -101,7 +101,8 @@ def test_spinning_ball_spins_fluid_up_and_itself_down():
 
 
 def test_body_without_fluid_moves_ballistically():
-    sim = vp.Sim(gravity=(0, 0, -10), threads=1)
+    """The articles' contact rule acts only where vortons touch a body: without any, it flies on."""
+    sim = vp.Sim(gravity=(0, 0, -10), threads=1, body_coupling="articles")
     b = sim.add_body(vp.RigidBody(position=(0, 0, 0), velocity=(1, 2, 3), radius=0.1, mass=2.0, gravity=False))
     sim.step(30)
     assert np.allclose(b.position, np.array([1, 2, 3]) * sim.time, rtol=1e-12)
@@ -109,10 +110,10 @@ def test_body_without_fluid_moves_ballistically():
 
 
 def test_archimedes_net_force():
-    """From rest in ambient fluid, a ball accelerates at g (1 - rho Vb / M): heavy sinks,
-    neutral stays, light rises (no vortons: the fluid is ambient everywhere)."""
+    """The articles' contact rule: from rest in ambient fluid, a ball accelerates at
+    g (1 - rho Vb / M) (no fluid inertia): heavy sinks, neutral stays, light rises."""
     for ratio in (3.0, 1.0, 0.25):
-        sim = vp.Sim(gravity=(0, 0, -10), threads=1, dt=0.01)
+        sim = vp.Sim(gravity=(0, 0, -10), threads=1, dt=0.01, body_coupling="articles")
         R = 0.2
         Vb = 4 / 3 * np.pi * R ** 3
         b = sim.add_body(vp.RigidBody(radius=R, mass=ratio * Vb))
@@ -164,9 +165,9 @@ def test_ball_turns_back_at_interface_of_two_layers():
 
 
 def test_hot_ball_heats_fluid_and_conserves_heat():
-    """Conduction: the fluid touching a hot ball warms, the ball cools, total heat (fluid +
-    ball, diffusion included) is conserved to rounding."""
-    sim = vp.Sim(gravity=(0, 0, 0), threads=2, thermal_diffusivity=1e-3)
+    """Conduction (the articles' contact rule): the fluid touching a hot ball warms, the ball
+    cools, total heat (fluid + ball, diffusion included) is conserved to rounding."""
+    sim = vp.Sim(gravity=(0, 0, 0), threads=2, thermal_diffusivity=1e-3, body_coupling="articles")
     h = 0.08
     pts = lattice([-0.5] * 3, [0.5] * 3, h)
     sim.add_vortons(pts, np.zeros_like(pts), radius_for_spacing(h))

@@ -78,7 +78,7 @@ def test_set_takes_scene_and_sim_parameters(tmp_path, capsys):
                    "--set", "viscosity=0.02", "--frames", "2", "--no-animation", "--no-plots", "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
     s = json.loads((out / "summary.json").read_text())
-    assert s["vortons"] == 6 ** 3 and s["tracers"] == 100
+    assert s["vortons_start"] == 6 ** 3 and s["tracers_start"] == 100
     assert s["overrides"] == {"per_axis": 6, "tracers": 100, "stretch": False, "viscosity": 0.02}
 
 

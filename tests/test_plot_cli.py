@@ -169,9 +169,10 @@ def test_drag_fit_window_stops_where_quadratic_drag_stops():
 
 
 def test_drag_curve_starts_at_the_data_and_labels_the_window_and_the_coast(tmp_path):
-    """A ball through a short box of smoke leaves it within the run: the figure's fit starts at
-    the launch speed, and the fit window and the coasting stretch are labelled."""
-    sim = small_ball(box=(1.0, 0.5, 0.5), tracers=500)
+    """With the articles' contact rule a ball through a short box of smoke leaves it within the
+    run and then coasts: the figure's fit starts at the launch speed, and the fit window and
+    the coasting stretch are labelled."""
+    sim = small_ball(box=(1.0, 0.5, 0.5), tracers=500, body_coupling="articles")
     hist = plot.History(sim)
     sim.step(30, callback=hist, progress=False)
     fig = plot.drag_curve(hist)

@@ -95,6 +95,8 @@ class Sim:
         pse_width: float = 1.0,
         pse_cutoff: float = 3.0,
         smagorinsky: float = 0.0,
+        body_coupling: Literal['physical', 'articles'] = 'physical',
+        body_resolution: float = 4.0,
         contact_blend: float = 0.2,
         vorton_lifetime: float = 0.0,
         tracer_lifetime: float = 0.0,
@@ -145,8 +147,12 @@ class Sim:
     """PSE pairs farther apart than this many kernel widths are ignored"""
     smagorinsky: float
     """Smagorinsky coefficient C_s: eddy viscosity nu + (C_s spacing)^2 |strain| (0: off)"""
+    body_coupling: Literal['physical', 'articles']
+    """how bodies and fluid interact: physical (no-slip on the whole surface, forces from the momentum the fluid gains) or articles (the seed articles' contact rule)"""
+    body_resolution: float
+    """physical coupling: lattice cells per body radius (accuracy against cost)"""
     contact_blend: float
-    """fraction of the way to a body's boundary vorticity taken per step (1: at once)"""
+    """articles' rule: fraction of the way to a body's boundary vorticity taken per step (1: at once)"""
     vorton_lifetime: float
     """vortons older than this are removed, in batches at most ~3% late (0: never) [time]"""
     tracer_lifetime: float

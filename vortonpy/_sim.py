@@ -253,22 +253,35 @@ class Sim(_core.Sim):
         """Conserved and monitored quantities of the flow and the bodies.
 
         ``circulation`` sum a_i (3,); ``linear_impulse`` 1/2 sum x x a (3,) and
-        ``angular_impulse`` 1/3 sum x x (x x a) (3,), about ``origin`` (default 0) - the fluid's
-        momentum and angular momentum are rho0 times these; ``enstrophy``; ``heat`` (fluid +
-        bodies); ``fluid_heat``; ``mass_deviation``; ``kinetic_energy`` (from particle
-        velocities); ``body_momentum`` and ``body_angular_momentum`` (lists of (3,));
-        ``total_momentum`` = rho0 * linear_impulse + sum of free bodies' momenta;
-        ``vortons``, ``tracers``, ``time``, ``frame``."""
+        ``angular_impulse`` 1/3 sum x x (x x a) (3,), about ``origin`` (default 0); ``enstrophy``;
+        ``heat`` (fluid + bodies, above the ambient temperature 1: empty space is ambient fluid);
+        ``fluid_heat``; ``mass_deviation``; ``kinetic_energy`` (from particle velocities);
+        ``body_momentum`` and ``body_angular_momentum`` (lists of (3,)); ``fluid_momentum`` and
+        ``fluid_angular_momentum``, the fluid's own: rho0 times the impulses, less (with the
+        physical body coupling, where the vortons inside a body move with it) the fluid a body
+        displaces, rho0 V (U, and c x U + 2/5 R^2 W); ``total_momentum`` and
+        ``total_angular_momentum``: fluid + free bodies (about ``origin``), which the coupling
+        conserves; ``vortons``, ``tracers``, ``time``, ``frame``."""
         d = self._diagnostics(origin)
         rho0 = self.ambient_density
+        o = np.zeros(3) if origin is None else np.asarray(origin, dtype=float)
         bodies = self.bodies
         d["body_momentum"] = [b.momentum for b in bodies]
         d["body_angular_momentum"] = [b.angular_momentum for b in bodies]
-        tot = rho0 * d["linear_impulse"]
+        P = rho0 * d["linear_impulse"]
+        L = rho0 * d["angular_impulse"]
+        physical = self.body_coupling == "physical"
+        for b in bodies:
+            if physical:
+                V = 4.0 / 3.0 * np.pi * b.radius ** 3
+                P = P - rho0 * V * b.velocity
+                L = L - rho0 * V * (np.cross(b.position - o, b.velocity) + 0.4 * b.radius ** 2 * b.angular_velocity)
+        d["fluid_momentum"], d["fluid_angular_momentum"] = P, L
         for b in bodies:
             if not b.fixed:
-                tot = tot + b.momentum
-        d["total_momentum"] = tot
+                P = P + b.momentum
+                L = L + np.cross(b.position - o, b.momentum) + b.angular_momentum
+        d["total_momentum"], d["total_angular_momentum"] = P, L
         d["vortons"] = len(self.vortons)
         d["tracers"] = len(self.tracers)
         d["time"] = self.time

@@ -311,6 +311,7 @@ def _cmd_run(args) -> int:
     print(f"vortonpy: {name}: {len(sim.vortons)} vortons, {len(sim.tracers)} tracers, {len(sim.bodies)} bodies, "
           f"solver {sim.solver}, {sim.threads} threads; {steps} steps -> {out}", file=log)
     hist = plot.History(sim)
+    start_counts = dict(vortons_start=len(sim.vortons), tracers_start=len(sim.tracers))
     exported: List[str] = []
 
     def export_cb(s):
@@ -361,7 +362,7 @@ def _cmd_run(args) -> int:
 
     summary: Dict[str, Any] = dict(
         scene=name, source=args.scene, overrides=overrides, steps_requested=steps, frames=done, time=sim.time,
-        dt=sim.dt, solver=sim.solver, threads=sim.threads, vortons=len(sim.vortons), tracers=len(sim.tracers),
+        dt=sim.dt, solver=sim.solver, threads=sim.threads, vortons=len(sim.vortons), tracers=len(sim.tracers), **start_counts,
         wall_s=wall, ms_per_frame=1e3 * wall / done if done else None,
         sim_ms_per_frame=float(np.nanmean(hist.step_ms[1:])) if done else None,
         animation=os.path.basename(anim_path) if anim_path and os.path.exists(anim_path) else None,
