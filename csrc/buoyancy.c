@@ -4,20 +4,10 @@
 #include "internal.h"
 #include "grid_inline.h"
 #include "kernel.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Density deviation on the grid: each vorton's mass deviation d_i V_i, cloud-in-cell splatted
  * and divided by the cell volume, so the grid holds exactly the particles' total mass.  With
- * `stretch`, also the vortons' stretching (physics.md 2.3, stretch.c), which does not touch
- * what the splat reads.  Below VP_SPLAT_PARALLEL_MIN vortons the splat is one serial pass (in
- * index order: its parallel form adds in another order); with more than one thread it then
- * runs on the first thread while the others stretch blocks of STRETCH_BLOCK vortons, and
- * the first takes the remaining blocks when it is done.  Each block is independent, so the
- * result is the same as one after the other (in hot_ball, with ~1e3 vortons, the second
- * thread otherwise waited through the splat). */
-#define STRETCH_BLOCK 64
+ * `stretch`, then the vortons' stretching (physics.md 2.3, stretch.c). */
 int vp_splat_density_stretch(vp_sim *s, int stretch)
 {
     size_t nn = vp_grid_count(&s->grid);
@@ -26,36 +16,18 @@ int vp_splat_density_stretch(vp_sim *s, int stretch)
     stretch = stretch && v->n;
     double inv_cell = 1.0 / (s->grid.h * s->grid.h * s->grid.h);
     const double *x = v->position->data, *d = v->density->data, *r = v->radius->data;
-    int any = 0, threads = vp_threads(s);
+    int any = 0;
     for (size_t i = 0; i < v->n && !any; i++) any = d[i] != 0.0;
     if (any) {
         /* scratch: the masses (n), then the splat's work space (size_t, 8 bytes like a double) */
         double *m = vp_sim_scratch(s, v->n + vp_grid_splat_work(&s->grid, v->n));
         if (!m) return VP_ERR_NOMEM;
         for (size_t i = 0; i < v->n; i++) m[i] = d[i] == 0.0 ? 0.0 : d[i] * vp_volume(r[i]) * inv_cell;
-        size_t *work = (size_t *)(m + v->n);
-        if (stretch && threads > 1 && !vp_grid_splat_is_parallel(v->n)) {
-            const long n = (long)v->n, nb = (n + STRETCH_BLOCK - 1) / STRETCH_BLOCK;
-            long next = 0;
-#pragma omp parallel num_threads(threads)
-            {
-#ifdef _OPENMP
-                if (omp_get_thread_num() == 0)
-#endif
-                    vp_grid_splat_many(&s->grid, s->grid_density, 1, v->n, x, m, work, 1);
-                for (long b; (b = vp_claim(&next)) < nb;) {
-                    vp_stretch_range(s, b * STRETCH_BLOCK, vp_block_end(b, STRETCH_BLOCK, n));
-                }
-            }
-            stretch = 0;
-        } else {
-            vp_grid_splat_many(&s->grid, s->grid_density, 1, v->n, x, m, work, threads);
-        }
+        vp_grid_splat_many(&s->grid, s->grid_density, 1, v->n, x, m, (size_t *)(m + v->n), vp_threads(s));
     }
     if (stretch) vp_stretch(s);
     /* A fluid at the ambient density everywhere has a zero density grid: its gradient is zero
-     * and makes no baroclinic vorticity, so neither is computed (1e5 vortons without heat:
-     * 0.8 ms of a 35 ms step on two threads went to the gradient and to adding zeros). */
+     * and makes no baroclinic vorticity, so neither is computed. */
     s->density_flat = !any;
     if (any) vp_grid_gradient(&s->grid, s->grid_density, s->grid_density_gradient, vp_threads(s));
     return VP_OK;
@@ -100,18 +72,12 @@ void vp_baroclinic(vp_sim *s)
      * fails in the phase it always did) */
     if (s->density_flat && isfinite(k) && isfinite(gg)) return;
     double *x = v->position->data, *w = v->vorticity->data;
-    int threads = vp_threads(s);
-    (void)threads;
-    const long n = (long)v->n;
-    /* an even share of the vortons a thread (blocks of 256 split 3:2 between two threads at
-     * 1200 vortons: 1.55-1.67x from the second thread) */
+    const int threads = vp_threads(s);
+    const long n = (long)v->n, bs = vp_block_size(n, threads, 64), nb = (n + bs - 1) / bs;
     const int simd = vp_avx2_ok();
-#pragma omp parallel num_threads(threads)
-    {
-        long i0, i1;
-        vp_thread_share(n, &i0, &i1);
-        baroclinic_range(&s->grid, s->grid_density_gradient, g, k, i0, i1, x, w, simd);
-    }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (nb > 1)
+    for (long b = 0; b < nb; b++)
+        baroclinic_range(&s->grid, s->grid_density_gradient, g, k, b * bs, vp_block_end(b, bs, n), x, w, simd);
 }
 
 /* Density deviation at a point: the grid's value inside it, ambient (0) outside. */

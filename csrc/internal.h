@@ -72,6 +72,17 @@ static inline int vp_avx2_ok(void)
  * functions [b * block, vp_block_end(b, block, n)). */
 static inline long vp_block_end(long b, long block, long n) { return (b + 1) * block < n ? (b + 1) * block : n; }
 
+/* The block size of a parallel loop over n items handed out by schedule(dynamic, 1): about
+ * VP_BLOCKS_PER_THREAD blocks a thread, so that a thread slowed by other work on its core
+ * leaves its blocks to the others, and a multiple of `least` (a kernel's own block, and the
+ * least worth a hand-out). */
+#define VP_BLOCKS_PER_THREAD 8
+static inline long vp_block_size(long n, int threads, long least)
+{
+    const long b = n / (VP_BLOCKS_PER_THREAD * (threads > 1 ? threads : 1));
+    return b > least ? (b + least - 1) / least * least : least;
+}
+
 /* This thread's even, contiguous share [*i0, *i1) of n items, inside a parallel region (all
  * of them outside one). */
 static inline void vp_thread_share(long n, long *i0, long *i1)
@@ -115,7 +126,6 @@ int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int s
 int vp_poisson_velocity_grid(vp_sim *s);         /* 2.2 poisson (vortex-in-cell) */
 void vp_poisson_free(struct vp_poisson *p);      /* the solver's cache (NULL: no-op) */
 void vp_stretch(vp_sim *s);                      /* 2.3 */
-void vp_stretch_range(vp_sim *s, long i0, long i1); /* 2.3, vortons [i0, i1) */
 void vp_baroclinic(vp_sim *s);                   /* 2.4 */
 int vp_splat_density_stretch(vp_sim *s, int stretch); /* the density grid, then (stretch) 2.3 */
 int vp_diffuse(vp_sim *s);                       /* 2.5 */

@@ -42,24 +42,15 @@ static void stretch_range(const vp_grid *g, const double *restrict jac, double d
     }
 }
 
-void vp_stretch_range(vp_sim *s, long i0, long i1)
-{
-    stretch_range(&s->grid, s->grid_jacobian, s->params.dt, i0, i1, s->vortons.position->data,
-                  s->vortons.vorticity->data, vp_avx2_ok());
-}
-
 void vp_stretch(vp_sim *s)
 {
     vp_vortons *v = &s->vortons;
     const long n = (long)v->n;
-    int threads = vp_threads(s);
-    (void)threads;
+    const int threads = vp_threads(s);
+    const long bs = vp_block_size(n, threads, 64), nb = (n + bs - 1) / bs;
     const int simd = vp_avx2_ok();
-    /* an even share of the vortons a thread (blocks of 256 split unevenly at ~1e3 vortons) */
-#pragma omp parallel num_threads(threads)
-    {
-        long i0, i1;
-        vp_thread_share(n, &i0, &i1);
-        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, i0, i1, v->position->data, v->vorticity->data, simd);
-    }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (nb > 1)
+    for (long b = 0; b < nb; b++)
+        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, b * bs, vp_block_end(b, bs, n), v->position->data,
+                      v->vorticity->data, simd);
 }

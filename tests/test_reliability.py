@@ -448,11 +448,11 @@ def test_absurd_emitter_rate_in_subprocess_does_not_crash():
 
 def test_expiry_from_the_front_matches_the_copying_removal():
     """Expired tracers are the oldest, which emitters put first, so their removal is a prefix:
-    the rows left are moved down in place, on the threads (each a share of the rows, after
-    setting aside the rows its share reads from the next one).  A held view sends the removal
+    the rows left are moved down in place, on the threads (in blocks of the rows, each after
+    setting aside the rows it reads from the next ones).  A held view sends the removal
     through the general compaction instead, which copies into a fresh block and leaves the
-    view's rows in place.  Both must leave the same tracers in the same order, at 1 and 2
-    threads; 2e4 tracers, 2000 expiring a step, so the two-thread move runs."""
+    view's rows in place.  Both must leave the same tracers in the same order, at 1, 2 and 3
+    threads; 2e4 tracers, 2000 expiring a step, so the parallel move runs."""
     def run(threads, hold):
         sim = vp.Sim(threads=threads, tracer_lifetime=0.2, dt=0.02, gravity=(0, 0, 0))
         sim.add_vortons([[0, 0, 0], [0.1, 0, 0]], [[0, 0, 1], [0, 1, 0]], 0.1)
@@ -472,7 +472,7 @@ def test_expiry_from_the_front_matches_the_copying_removal():
 
     ref, cref = run(1, True)
     assert cref[-1] < 30 * 2000 and cref[-1] > 15000  # tracers did expire, and many are left
-    for threads in (1, 2):
+    for threads in (1, 2, 3):
         sim, c = run(threads, False)
         assert c == cref
         for f in ("position", "velocity", "density", "age"):
