@@ -216,10 +216,7 @@ static double jacobian_row(const double *restrict vec, double *restrict out, siz
  * (central inside, one-sided at the edges: the same expressions, so the same bits), with the
  * three components of one axis' difference taken together; returns the largest squared
  * Frobenius norm sum_ab J_ab^2 over the nodes (exact: a max, so the same for any thread count).
- * The field needs VP_GRID_PAD doubles past its last node (jacobian_row's 4-lane reads).
- * (It was nine calls of diff() per node, with their branches, and the norm in a separate
- * serial pass: the velocity phase is 1.06-1.12x faster at 1e5 vortons.  On 4-lane vectors,
- * a row at a time, the phase a further 1.05x.) */
+ * The field needs VP_GRID_PAD doubles past its last node (jacobian_row's 4-lane reads). */
 double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int threads)
 {
     (void)threads;
@@ -243,9 +240,9 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
 }
 
 /* The box of each of points [i0, i1): vp_bins_cell's along each axis, written out with the
- * clamps in double so that the loop vectorises (through vp_bins_cell's int clamps it ran
- * 1.3x slower; with the division and the counting in one loop, 3-4x).  Compiled for
- * AVX-512, AVX2 and the baseline (VP_CLONES). */
+ * clamps in double so that the loop vectorises (vp_bins_cell's int clamps, or the counting
+ * in the same loop, keep it scalar).  Compiled for AVX-512, AVX2 and the baseline
+ * (VP_CLONES). */
 VP_CLONES
 static void bins_cells(const vp_bins *b, const double *restrict x, size_t i0, size_t i1, size_t *restrict cid)
 {

@@ -23,8 +23,7 @@
  * whatever the length unit), and the velocity comes back into the double grid.  Rounding through the
  * six 3D transforms is a few 1e-7 of the field's largest value, far below the method's own
  * error (the CIC splat and the kernel's core: 1e-2 to 1e-1 against the direct sum); poisson's
- * error against the direct sum is unchanged to six digits from the double transforms, which
- * ran the solve 1.3x (hot_ball) to 1.6x (1e5 vortons) slower.
+ * error against the direct sum is the double transforms' to six digits.
  *
  * Smoothing.  CIC spreads each vorton with per-axis variance h^2/6; the kernel core adds
  * sigma^2/2 (kernel.h).  A vorton of radius s carried by the direct solver has variance s^2/2,
@@ -58,8 +57,7 @@
 #define SIGMA_MIN_CELLS 0.8
 #define RATIO_STEPS_PER_OCTAVE 16.0
 /* The transforms run in parallel above this many complex values per component (M0 N1 N2):
- * 300 to 2000 vortons (9^3 to 15^3 grids, lattices of 3240 to 14400 values) gain 1.4-1.5x
- * from a second thread; a threshold of 20000 left them serial. */
+ * from a few hundred vortons a second thread pays. */
 #define POISSON_PARALLEL_MIN 2000
 #define POISSON_MAX_OUT_SCALE 1e30 /* (vp_poisson_velocity_grid: beyond it, in float32 with the kernel, inf) */
 
@@ -174,9 +172,8 @@ static inline void scatter_lanes(const float *lanes, size_t N, int t, int B, flo
  * used whole, each block as groups of VP_FFT_LANES lines transformed together (fft_lines.h;
  * lanes past the last line carry zeros).  Input beyond t >= n_in is taken as zero; only
  * t < n_keep is written back.  buf: line_buffer_floats.  Nonzero when out of memory. */
-#define LINE_BLOCK 16 /* (8, 16, 32 measured within 5% of each other) */
-#define ROW_BLOCK 32  /* lines per z-convolution block (convolve_row): 1.06-1.08x over 8 on the 1e5
-                         lattice, 0.9-0.97x on hot_ball's small lattices (A/B, before the shuffles) */
+#define LINE_BLOCK 16 /* (8 to 32 about the same) */
+#define ROW_BLOCK 32  /* lines per z-convolution block (convolve_row) */
 #define GROUPS (LINE_BLOCK / VP_FFT_LANES)
 #define ROW_GROUPS (ROW_BLOCK / VP_FFT_LANES)
 VP_CLONES
@@ -273,8 +270,8 @@ static int plane_inverse(struct vp_poisson *p, double *dst, const int n[3], int 
 }
 
 /* Stage A: a parallel loop over the 3 n2 (component, plane) pairs, by component and then
- * plane, so that tasks that run together work on neighbouring planes of one component (the
- * serial splat's path; the parallel splat takes this stage itself, splat_forward). */
+ * plane, so that tasks that run together work on neighbouring planes of one component (after
+ * the serial splat; the parallel one takes this stage itself, splat_forward). */
 static int forward_pass(struct vp_poisson *p, const double *field, const int n[3], int threads)
 {
     int fail = 0;
@@ -302,9 +299,8 @@ static int forward_pass(struct vp_poisson *p, const double *field, const int n[3
  * source-target distance since N >= 2n, without a partner) are dropped, so
  * its DFT is -i times the DST-I along c and the DCT-I along the others of its values on the
  * octant of offsets 0 .. N/2 (vp_fft_kernel_octant), in double: an eighth of the lattice.
- * It is rebuilt whenever the padded lattice changes (in hot_ball ~19 times over frames
- * 330-930); the full transforms of the three components it replaced cost 9.4 ms at N = 100
- * and 0.7 ms in hot_ball (as much as several solves), this 3.6 and 0.27. */
+ * It is rebuilt whenever the padded lattice changes (a growing plume changes it every few
+ * dozen frames), at about a third of the cost of the three components' full transforms. */
 static int build_kernel(struct vp_poisson *p, int threads)
 {
     const int N0 = p->N[0], N1 = p->N[1], N2 = p->N[2], M0 = p->M0, H1 = N1 / 2 + 1, H2 = N2 / 2 + 1;
@@ -451,9 +447,9 @@ static int smooth_size(int n)
 /* Cloud-in-cell splat of a strength a (3 components) at x: grid.c's splat_one arithmetic,
  * the same weights in the same order, so the same bits, but with the 8 corners unrolled (two
  * runs of 6 contiguous doubles per (y, z) pair of corners) instead of a call per vorton with
- * runtime loops, which made the splat a quarter of the solve at 1e5 vortons.  In two parts:
- * the cell, and the splat of its z planes c0 .. c1 (0: the cell's lower plane, 1: its upper
- * one), so that the parallel splat can write only the planes a thread owns.
+ * runtime loops.  In two parts: the cell, and the splat of its z planes c0 .. c1 (0: the
+ * cell's lower plane, 1: its upper one), so that the parallel splat can write one plane at a
+ * time.
  *
  * The cell of x: 1 if x is off the grid (NaN included), else 0 with its first node in *base,
  * its z index in *k0 and the in-cell fractions in f (the domain gives every axis at least 2

@@ -121,8 +121,8 @@ int vp_sim_remesh(vp_sim *s)
     if (cells > (double)s->params.grid_max_points * 4.0) goto done; /* far too spread out: skip */
     /* The lattice is stored by rows (fixed y, z), each only over the x nodes that some kernel
      * reaches: a rising plume or two drops far apart fill a small part of their bounding box,
-     * which a dense lattice (9 doubles a node, zeroed and scanned three times) made a 10 ms
-     * stall every remesh in hot_ball.  The nodes are visited in the dense order (x fastest),
+     * which a dense lattice (9 doubles a node, zeroed and scanned three times) made a long
+     * stall every remesh.  The nodes are visited in the dense order (x fastest),
      * and the untouched ones carry nothing and are never kept, so the new vortons are the
      * same, in the same order, as from the dense lattice. */
     const size_t nrow = (size_t)m[1] * (size_t)m[2];

@@ -261,9 +261,8 @@ static int build_lists(const vp_tree *t, double theta, const double gc[3], doubl
  * relative to the tree origin, nt a multiple of VP_TV), vectorised across the targets: each
  * list entry is loaded once and broadcast against VP_TV targets.  Near: the regularised kernel
  * (kernel.h) over the leaves' vortons; far: the supervorton expansions (the top of this file).
- * The former loops, vectorised along the list for one target at a time, spent much of their
- * time on the horizontal sums and remainder iterations of the short lists of a small grid
- * (hot_ball's velocity phase in its tree frames: 1.44x).  Each target's sums run along the
+ * (Vectorised along the list for one target at a time, the short lists of a small grid
+ * spend their time on horizontal sums and remainders.)  Each target's sums run along the
  * list in order, in float32 (7 digits: far below the expansion's error at theta = 0.4).
  * out: 6 nt floats, 4 pi u near (x y z), then far (x y z). */
 #define VP_TV 16 /* targets are evaluated in groups padded to a multiple of this */
@@ -272,10 +271,8 @@ static int build_lists(const vp_tree *t, double theta, const double gc[3], doubl
  * register) and of 8 elsewhere.  With 16-float vectors (GCC's generic vectors) on AVX2,
  * GCC split every operation in two and built the list entries' broadcasts through the
  * stack in 16-byte pieces, each read back by a wider load that could not be forwarded
- * from the narrower stores: ball_through_smoke's velocity phase (the tree at 512
- * vortons) took 1.32 ms at one thread on an AVX2-only EPYC, 7.6x the AVX-512 machine's,
- * and 0.23-0.29 ms with 8-float vectors.  Each target's sums run along the list in lane
- * order whatever the width, so both widths give the same bits. */
+ * from the narrower stores (several times slower).  Each target's sums run along the list
+ * in lane order whatever the width, so both widths give the same bits. */
 typedef float vp_tv8 __attribute__((vector_size(32)));
 #define VP_EVAL_NAME eval_targets8
 #define VP_EVAL_W 8
