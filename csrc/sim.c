@@ -744,7 +744,7 @@ static int gather_cell_velocity(vp_sim *s, int threads)
     const double *v = s->grid_velocity, *rho = s->grid_density;
     float *out = s->cell_velocity;
     (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(static) if (nc > 256)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (nc > 256)
     for (long k = 0; k < c2; k++)
         for (long j = 0; j < c1; j++)
             gather_cell_row(v, rho, sy * (size_t)j + sz * (size_t)k, sy, sz, c0,
@@ -1314,7 +1314,8 @@ static int advect_nodes(vp_sim *s, int tracers, size_t n, double *x, double *vel
     size_t *oidx = outlier_lists(s, tracers, n, nb), *ocnt = oidx ? oidx + n : NULL;
     if (!oidx) return VP_ERR_NOMEM;
     const int simd = vp_avx2_ok();
-#pragma omp parallel for num_threads(threads) schedule(static)
+    const long chunk = vp_block_size(nb, threads, 1);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
     for (long b = 0; b < nb; b++) {
         const long i1 = vp_block_end(b, block, (long)n);
         ocnt[b] = advect_nodes_range(g, s->grid_velocity, glo, ghi, dt, order, b * block, i1, x, vel, oidx + b * block,
@@ -1386,7 +1387,8 @@ int vp_advect_tracers(vp_sim *s, int *projected)
     if (tracers_use_cells(s)) {
         cells_pass P;
         if ((st = tracer_cells_begin(s, threads, &P, &any))) return st;
-#pragma omp parallel for num_threads(threads) schedule(static) if (t->n > 4096)
+        const long chunk = vp_block_size(P.nb, threads, 1);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk) if (t->n > 4096)
         for (long b = 0; b < P.nb; b++) cells_pass_block(&P, b);
         *projected = 1;
         return tracer_cells_end(s, &P);
@@ -1394,7 +1396,7 @@ int vp_advect_tracers(vp_sim *s, int *projected)
     double *x = t->position->data, *d = t->density->data;
     if ((st = advect_nodes(s, 1, t->n, x, t->velocity->data))) return st;
     if (density_nonuniform(s)) {
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 4096)
         for (long i = 0; i < (long)t->n; i++) vp_grid_interp(&s->grid, s->grid_density, 1, x + 3 * i, d + i);
     } else {
         memset(d, 0, t->n * sizeof(double)); /* uniform ambient fluid: nothing to sample */
