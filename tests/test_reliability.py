@@ -529,3 +529,35 @@ def test_overlapped_phases_give_the_same_bits_as_the_phases_in_turn():
                     assert p.temperature == q.temperature
             t = on.timings  # the phases still add up to the step
             assert t["total"] == pytest.approx(sum(v for k, v in t.items() if k != "total"))
+
+
+def test_openmp_threads_spin_briefly_unless_the_user_says_otherwise():
+    """Importing vortonpy sets libgomp's spin count (its idle threads otherwise spin for
+    milliseconds, taking the cores of a busy machine), only where the user has set neither
+    GOMP_SPINCOUNT nor OMP_WAIT_POLICY, and leaves no trace in the environment that child
+    processes inherit.  libgomp's own report of its settings says what it read."""
+    if not vp.has_openmp:
+        pytest.skip("built without OpenMP")
+    code = textwrap.dedent("""
+        import ctypes, os, sys
+        import vortonpy
+        print("GOMP_SPINCOUNT" in os.environ and os.environ["GOMP_SPINCOUNT"])
+        sys.stdout.flush()
+        ctypes.CDLL("libgomp.so.1").omp_display_env(1)
+    """)
+    env = {k: v for k, v in child_env().items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    out = {}
+    for name, extra in (("none", {}), ("user", {"GOMP_SPINCOUNT": "77"}), ("policy", {"OMP_WAIT_POLICY": "active"})):
+        try:
+            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(env, **extra),
+                               timeout=120, cwd=tempfile.gettempdir())
+        except OSError:
+            pytest.skip("no child process")
+        if "undefined symbol" in r.stderr or "cannot open shared object" in r.stderr:
+            pytest.skip("not libgomp")
+        assert r.returncode == 0, r.stderr
+        spin = [ln.split("=")[1].strip().strip("'") for ln in r.stderr.splitlines() if "GOMP_SPINCOUNT" in ln]
+        out[name] = (r.stdout.strip(), spin[0] if spin else None)
+    assert out["none"] == ("False", "2000")
+    assert out["user"] == ("77", "77")
+    assert out["policy"][0] == "False" and int(out["policy"][1]) > 10 ** 6  # active: libgomp's own count

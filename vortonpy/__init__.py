@@ -6,6 +6,14 @@ for Video Games"), with a C/OpenMP core and NumPy views of its particles.
     sim.step(100)
     sim.vortons.position      # (N, 3) live view
 """
+import os as _os
+
+# libgomp's idle threads spin for milliseconds before they sleep, which on a busy machine takes
+# the cores other work needs: spin briefly instead, unless the user set a wait policy.  Read
+# when libgomp loads with the core; not left in the environment of child processes.
+_SPIN = "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ
+if _SPIN:
+    _os.environ["GOMP_SPINCOUNT"] = "2000"
 try:
     from . import _core
 except ImportError as _e:
@@ -16,6 +24,9 @@ except ImportError as _e:
             "or build in place with `pip install -e .`."
         ) from _e
     raise ImportError(f"vortonpy's C core (vortonpy._core) is built but does not load: {_e}") from _e
+finally:
+    if _SPIN:
+        del _os.environ["GOMP_SPINCOUNT"]
 from ._sim import RigidBody, Sim, Tracers, Vortons
 from . import scenes, plot
 from .animate import animate
