@@ -501,7 +501,7 @@ int vp_collide(vp_sim *s, int tracers)
             double ratio = Bc.mass / (4.0 * rho0 * vp_volume(Bc.radius));
             if (ratio < 1.0) bl = blend * ratio;
         }
-#pragma omp parallel num_threads(threads) if (nv >= 64)
+#pragma omp parallel num_threads(threads) if (nv >= 1024)
         {
 #pragma omp for schedule(dynamic, 1)
             for (long vb = 0; vb < nvb; vb++) {

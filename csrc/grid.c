@@ -157,7 +157,7 @@ void vp_grid_gradient(const vp_grid *g, const double *scalar, double *out, int t
 {
     (void)threads;
     long nk = g->n[2];
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (vp_grid_count(g) >= 32768) /* ~2 ns a node */
     for (long k = 0; k < nk; k++)
         for (int j = 0; j < g->n[1]; j++)
             for (int i = 0; i < g->n[0]; i++) {
@@ -224,7 +224,8 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
     const size_t sy = (size_t)nn[0], sz = (size_t)nn[0] * (size_t)nn[1];
     const double den2 = 2.0 * g->h, den1 = 1.0 * g->h;
     double m2 = 0.0;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(max : m2)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(max : m2) \
+    if (vp_grid_count(g) >= 8192) /* ~6 ns a node */
     for (long k = 0; k < nn[2]; k++)
         for (int j = 0; j < nn[1]; j++) {
             /* the offsets down (lo) and up (hi) along y and z, and their spans: one-sided at

@@ -74,8 +74,11 @@ static inline long vp_block_end(long b, long block, long n) { return (b + 1) * b
 
 /* The block size of a parallel loop over n items handed out by schedule(dynamic, 1): about
  * VP_BLOCKS_PER_THREAD blocks a thread, so that a thread slowed by other work on its core
- * leaves its blocks to the others, and a multiple of `least` (a kernel's own block, and the
- * least worth a hand-out). */
+ * leaves its blocks to the others, and a multiple of `least`: a kernel's own block, and at
+ * least ~VP_PARALLEL_US of work (waking a sleeping thread costs tens of microseconds, and
+ * every region is a point where a thread the system has set aside holds up the others), so
+ * that a loop of one block runs without a region. */
+#define VP_PARALLEL_US 50
 #define VP_BLOCKS_PER_THREAD 8
 static inline long vp_block_size(long n, int threads, long least)
 {
@@ -159,7 +162,7 @@ static inline int vp_cell_count(double span, double cell)
     const double q = span / cell;
     return q >= 0 && q < 1e9 ? (int)q + 1 : (q >= 1e9 ? 1000000000 : 1);
 }
-#define VP_BINS_PARALLEL_MIN 1024 /* points, below which vp_bins_build sorts on one thread */
+#define VP_BINS_PARALLEL_MIN 16384 /* points, below which vp_bins_build sorts on one thread */
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
                   double max_cells, int threads);
 void vp_bins_free(vp_bins *b);

@@ -493,8 +493,8 @@ static inline void strength_of(const double *w, const double *rad, size_t i, dou
 }
 
 /* The splat in parallel from this many vortons (fewer: the serial loop below, which takes
- * fewer passes over memory). */
-#define POISSON_SPLAT_PARALLEL_MIN 512
+ * fewer passes over memory and no waits between them). */
+#define POISSON_SPLAT_PARALLEL_MIN 8192
 #define POISSON_SUM_BLOCK 4096
 
 /* The strengths of the n vortons splatted into field, then the forward pass's first stage

@@ -283,11 +283,11 @@ def test_tracers_end_the_step_outside_a_moving_spinning_ball(n_tracers):
 
 
 def test_contact_gives_the_same_bits_at_any_thread_count():
-    """The contact phase scans the vortons in blocks on the threads (which ones touch the ball,
-    their list, the others' SoA for the ambient velocity), and the tracers a ball pushes out
-    are projected inside the advection's blocks; both must give the sequential result bit for
-    bit.  ball_through_smoke's 512 vortons make two scan blocks, and the ball meets the fluid
-    from the first step (its fluid impulse grows)."""
+    """The contact phase scans the vortons in blocks on the threads from 1024 vortons (which
+    ones touch the ball, their list, the others' SoA for the ambient velocity: the test below
+    has that many), and the tracers a ball pushes out are projected inside the advection's
+    blocks; both must give the sequential result bit for bit.  In ball_through_smoke the ball
+    meets the fluid from the first step (its fluid impulse grows)."""
     out = []
     for threads in (1, 2):
         sim = vp.scenes.ball_through_smoke(tracers=2000, threads=threads)

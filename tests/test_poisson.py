@@ -102,7 +102,7 @@ def test_poisson_independent_of_threads():
 
 
 def test_parallel_strength_splat_is_the_serial_one():
-    """From 512 vortons the strengths are splatted in parallel (poisson.c, splat_forward): the
+    """From 8192 vortons the strengths are splatted in parallel (poisson.c, splat_forward): the
     vortons are sorted by their lower z plane, and each z plane, a task for any thread, sums
     the parts of the vortons below and above it merged in vorton order, then is transformed.
     Every node's sum is still taken in vorton order and every transform is one thread's, so
