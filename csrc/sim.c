@@ -744,7 +744,7 @@ static int gather_cell_velocity(vp_sim *s, int threads)
     const double *v = s->grid_velocity, *rho = s->grid_density;
     float *out = s->cell_velocity;
     (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (nc > 256)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (nc > 4096)
     for (long k = 0; k < c2; k++)
         for (long j = 0; j < c1; j++)
             gather_cell_row(v, rho, sy * (size_t)j + sz * (size_t)k, sy, sz, c0,
@@ -1314,8 +1314,8 @@ static int advect_nodes(vp_sim *s, int tracers, size_t n, double *x, double *vel
     size_t *oidx = outlier_lists(s, tracers, n, nb), *ocnt = oidx ? oidx + n : NULL;
     if (!oidx) return VP_ERR_NOMEM;
     const int simd = vp_avx2_ok();
-    const long chunk = vp_block_size(nb, threads, 1);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
+    const long chunk = vp_block_size(nb, threads, 16); /* (16 blocks: ~50 us) */
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk) if (nb >= 2 * chunk)
     for (long b = 0; b < nb; b++) {
         const long i1 = vp_block_end(b, block, (long)n);
         ocnt[b] = advect_nodes_range(g, s->grid_velocity, glo, ghi, dt, order, b * block, i1, x, vel, oidx + b * block,

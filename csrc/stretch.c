@@ -47,7 +47,7 @@ void vp_stretch(vp_sim *s)
     vp_vortons *v = &s->vortons;
     const long n = (long)v->n;
     const int threads = vp_threads(s);
-    const long bs = vp_block_size(n, threads, 256), nb = (n + bs - 1) / bs; /* ~50 ns a vorton */
+    const long bs = vp_block_size(n, threads, 512), nb = (n + bs - 1) / bs; /* ~50 ns a vorton */
     const int simd = vp_avx2_ok();
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (nb > 1)
     for (long b = 0; b < nb; b++)
