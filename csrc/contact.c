@@ -379,29 +379,45 @@ static void factor_and_solve(size_t nc, double *a_out, const contact_ws *ws)
     }
 }
 
-/* The shares for contacts c[0..nc) (nc <= VP_CONTACT_CHUNK), a_out[3 j ..] = k_j a_j*.  Called
- * by every thread of the enclosing team (its loops are the team's worksharing loops), or
- * outside any parallel region alone.  Each entry of the Gram matrix and of L is computed by one
- * fixed sequence of operations, whichever thread runs it: the same bits at any thread count. */
+/* Column j of the chunk's G, with the right-hand side k_j = g_j . T and the Gram matrix's
+ * diagonal g_j . g_j while the column is in cache. */
+static void column_build(const contact *c, size_t j, size_t nc, const contact_ws *ws)
+{
+    const size_t ld = (3 * nc + 3) & ~(size_t)3; /* G's column stride */
+    double *g = ws->G + j * ld;
+    contact_column(nc, ws->PS, c[j].xnew, ws->astar + 3 * j, c[j].s2, g);
+    for (size_t i = 3 * nc; i < ld; i++) g[i] = 0.0;
+    column_dots(ld, g, ws->T, &ws->k[j], &ws->dg[j]);
+}
+
+/* The shares for contacts c[0..nc) (nc <= VP_CONTACT_CHUNK), a_out[3 j ..] = k_j a_j*: the
+ * columns, the normal equations A = G^T G by column panels of four (Gp), then their factor.
+ * Called by every thread of the enclosing team (its loops are the team's worksharing loops),
+ * or outside any parallel region alone; below VP_CONTACT_PARALLEL_MIN contacts one thread
+ * does it all (three waits of the team cost more than the split saves).  Each entry of the
+ * Gram matrix and of L is computed by one fixed sequence of operations, whichever thread runs
+ * it: the same bits at any thread count. */
+#define VP_CONTACT_PARALLEL_MIN 96
 static void solve_contacts(const contact *c, size_t nc, double *a_out, const contact_ws *ws)
 {
-    double *G = ws->G, *Gp = ws->Gp, *k = ws->k, *astar = ws->astar, *PS = ws->PS, *T = ws->T, *dg = ws->dg;
-    const size_t ld = (3 * nc + 3) & ~(size_t)3; /* G's column stride */
-    const long np = (long)(nc + 3) / 4;          /* column panels of four */
+    const size_t ld = (3 * nc + 3) & ~(size_t)3;
+    const long np = (long)(nc + 3) / 4; /* column panels of four */
+    if (nc < VP_CONTACT_PARALLEL_MIN) {
+#pragma omp single
+        {
+            for (size_t j = 0; j < nc; j++) contact_prep(&c[j], j, nc, ws);
+            for (size_t j = 0; j < nc; j++) column_build(c, j, nc, ws);
+            for (long t = 0; t < np; t++) gram_panel_build(t, ld, ws->G, ws->Gp, nc);
+            factor_and_solve(nc, a_out, ws);
+        }
+        return;
+    }
 #pragma omp for schedule(dynamic, 16)
     for (long j = 0; j < (long)nc; j++) contact_prep(&c[j], (size_t)j, nc, ws);
-    /* the columns; the right-hand side k_j = g_j . T and the Gram matrix's diagonal g_j . g_j
-     * while column j is in cache */
 #pragma omp for schedule(dynamic, 4)
-    for (long jj = 0; jj < (long)nc; jj++) {
-        size_t j = (size_t)jj;
-        contact_column(nc, PS, c[j].xnew, astar + 3 * j, c[j].s2, G + j * ld);
-        for (size_t i = 3 * nc; i < ld; i++) G[j * ld + i] = 0.0;
-        column_dots(ld, G + j * ld, T, &k[j], &dg[j]);
-    }
-    /* the normal equations A = G^T G by column panels of four (Gp), then their factor */
+    for (long j = 0; j < (long)nc; j++) column_build(c, (size_t)j, nc, ws);
 #pragma omp for schedule(dynamic, 1)
-    for (long t = 0; t < np; t++) gram_panel_build(t, ld, G, Gp, nc);
+    for (long t = 0; t < np; t++) gram_panel_build(t, ld, ws->G, ws->Gp, nc);
 #pragma omp single
     factor_and_solve(nc, a_out, ws);
 }

@@ -558,6 +558,6 @@ def test_openmp_threads_spin_briefly_unless_the_user_says_otherwise():
         assert r.returncode == 0, r.stderr
         spin = [ln.split("=")[1].strip().strip("'") for ln in r.stderr.splitlines() if "GOMP_SPINCOUNT" in ln]
         out[name] = (r.stdout.strip(), spin[0] if spin else None)
-    assert out["none"] == ("False", "2000")
+    assert out["none"] == ("False", "200")
     assert out["user"] == ("77", "77")
     assert out["policy"][0] == "False" and int(out["policy"][1]) > 10 ** 6  # active: libgomp's own count

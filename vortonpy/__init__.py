@@ -8,12 +8,13 @@ for Video Games"), with a C/OpenMP core and NumPy views of its particles.
 """
 import os as _os
 
-# libgomp's idle threads spin for milliseconds before they sleep, which on a busy machine takes
-# the cores other work needs: spin briefly instead, unless the user set a wait policy.  Read
-# when libgomp loads with the core; not left in the environment of child processes.
+# libgomp's idle threads spin for milliseconds before they sleep, taking the cores that other
+# work (and, on a busy machine, the simulation's own other thread) needs: a few microseconds
+# instead, unless the user set a spin count or a wait policy (OMP_WAIT_POLICY=active restores
+# the long spin).  Read when libgomp loads with the core; not left for child processes.
 _SPIN = "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ
 if _SPIN:
-    _os.environ["GOMP_SPINCOUNT"] = "2000"
+    _os.environ["GOMP_SPINCOUNT"] = "200"
 try:
     from . import _core
 except ImportError as _e:
