@@ -75,10 +75,9 @@ static inline long vp_block_end(long b, long block, long n) { return (b + 1) * b
 /* The block size of a parallel loop over n items handed out by schedule(dynamic, 1): about
  * VP_BLOCKS_PER_THREAD blocks a thread, so that a thread slowed by other work on its core
  * leaves its blocks to the others, and a multiple of `least`: a kernel's own block, and at
- * least ~VP_PARALLEL_US of work (waking a sleeping thread costs tens of microseconds, and
- * every region is a point where a thread the system has set aside holds up the others), so
- * that a loop of one block runs without a region. */
-#define VP_PARALLEL_US 50
+ * least ~50 us of work (waking a sleeping thread costs tens of microseconds, and every region
+ * is a point where a thread the system has set aside holds up the others), so that a loop of
+ * one block runs without a region. */
 #define VP_BLOCKS_PER_THREAD 8
 static inline long vp_block_size(long n, int threads, long least)
 {
@@ -98,10 +97,9 @@ static inline void vp_thread_share(long n, long *i0, long *i1)
 }
 
 /* Waiting for another thread's flag (release/acquire): a spinning thread's hint to the core
- * (x86 PAUSE) for the first ~VP_SPIN_PAUSES looks, then the CPU yielded between looks.  With
- * more threads than cores the thread waited for may not be running, and spinning through the
- * time slice made such runs 5x slower (hot_ball at 8 threads on 2 cores: 2.0 -> 11 ms a step);
- * the waits of a run with a core a thread last a few us. */
+ * (x86 PAUSE) for the first ~VP_SPIN_PAUSES looks, then the CPU yielded between looks (with
+ * more threads than cores the thread waited for may not be running).  Used by diffuse.c's
+ * task order; the other phases are plain OpenMP loops. */
 #define VP_SPIN_PAUSES 256
 static inline void vp_spin_pause(void)
 {
