@@ -13,6 +13,8 @@ Each case is built, warmed up and saved once; each round then loads that state a
 spins in pure Python), loads the same state at 2 threads and steps the same frames, and stops
 the loop.  Frames are timed around ``Sim.step`` (wall clock).  The machine's other load is
 printed as the fraction of CPUs busy before the run: "quiet" means only as quiet as that.
+vortonpy sets libgomp's spin count when it loads (vortonpy/__init__.py); GOMP_SPINCOUNT or
+OMP_WAIT_POLICY in the environment replace it, for comparing.
 
     python benchmarks/bench_contention.py                       # the three cases
     python benchmarks/bench_contention.py --cases hot_ball --rounds 5
