@@ -535,7 +535,7 @@ static int splat_forward(struct vp_poisson *p, const vp_grid *g, double *field, 
         for (long b = 0; b < nb; b++) {
             size_t *c = cnt + (size_t)b * (size_t)nz, no = 0;
             memset(c, 0, (size_t)nz * sizeof(size_t));
-            const size_t i0 = (size_t)b * POISSON_SUM_BLOCK, i1 = i0 + POISSON_SUM_BLOCK < n ? i0 + POISSON_SUM_BLOCK : n;
+            const size_t i0 = (size_t)b * POISSON_SUM_BLOCK, i1 = (size_t)vp_block_end(b, POISSON_SUM_BLOCK, (long)n);
             double sa = 0.0, ss = 0.0;
             for (size_t i = i0; i < i1; i++) {
                 double *fi = fa + 6 * i;
@@ -563,7 +563,7 @@ static int splat_forward(struct vp_poisson *p, const vp_grid *g, double *field, 
 #pragma omp for schedule(dynamic, 1)
         for (long b = 0; b < nb; b++) {
             size_t *next = cnt + (size_t)b * (size_t)nz;
-            const size_t i0 = (size_t)b * POISSON_SUM_BLOCK, i1 = i0 + POISSON_SUM_BLOCK < n ? i0 + POISSON_SUM_BLOCK : n;
+            const size_t i0 = (size_t)b * POISSON_SUM_BLOCK, i1 = (size_t)vp_block_end(b, POISSON_SUM_BLOCK, (long)n);
             for (size_t i = i0; i < i1; i++)
                 if (k0[i] >= 0) order[next[k0[i]]++] = i;
         }
@@ -641,7 +641,9 @@ int vp_poisson_velocity_grid(vp_sim *s)
     if (par) { /* (the parallel splat also takes the forward pass's first stage) */
         double *wk = vp_sim_scratch(s, 9 * n + 1), *sums = malloc(3 * nb * sizeof(double));
         st = wk && sums ? splat_forward(p, g, vel, n, x, w, rad, wk, sums, threads) : VP_ERR_NOMEM;
-        for (size_t b = 0; b < nb && !st; b++) { wsum += sums[3 * b]; s2sum += sums[3 * b + 1]; n_out += (size_t)sums[3 * b + 2]; }
+        for (size_t b = 0; b < nb && !st; b++) {
+            wsum += sums[3 * b]; s2sum += sums[3 * b + 1]; n_out += (size_t)sums[3 * b + 2];
+        }
         free(sums);
         if (!st && n_out) { /* the vortons off the grid, whose lower plane is -1 */
             const int *k0 = (const int *)(wk + 8 * n);
