@@ -1315,6 +1315,7 @@ static int advect_nodes(vp_sim *s, int tracers, size_t n, double *x, double *vel
     if (!oidx) return VP_ERR_NOMEM;
     const int simd = vp_avx2_ok();
     const long chunk = vp_block_size(nb, threads, 16); /* (16 blocks: ~50 us) */
+    (void)chunk;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, chunk) if (nb >= 2 * chunk)
     for (long b = 0; b < nb; b++) {
         const long i1 = vp_block_end(b, block, (long)n);
@@ -1388,6 +1389,7 @@ int vp_advect_tracers(vp_sim *s, int *projected)
         cells_pass P;
         if ((st = tracer_cells_begin(s, threads, &P, &any))) return st;
         const long chunk = vp_block_size(P.nb, threads, 1);
+        (void)chunk;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, chunk) if (t->n > 4096)
         for (long b = 0; b < P.nb; b++) cells_pass_block(&P, b);
         *projected = 1;
