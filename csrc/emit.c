@@ -91,7 +91,7 @@ int vp_expire(vp_sim *s)
         size_t overdue = 0, expired = 0;
         const double late = life * (1.0 + 1.0 / 32);
         const int threads = vp_threads(s);
-        if (n > (1 << 13) && threads > 1) {
+        if (n > (1 << 16) && threads > 1) {
 #pragma omp parallel num_threads(threads) reduction(+ : expired, overdue)
             {
                 long l0, l1;

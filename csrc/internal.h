@@ -35,6 +35,19 @@ typedef double vp_v4d __attribute__((vector_size(32)));
  * functions [b * block, vp_block_end(b, block, n)). */
 static inline long vp_block_end(long b, long block, long n) { return (b + 1) * block < n ? (b + 1) * block : n; }
 
+/* The block size of a parallel loop over n items handed out by schedule(dynamic, 1): about
+ * VP_BLOCKS_PER_THREAD blocks a thread, so that a thread slowed by other work on its core
+ * leaves its blocks to the others, and a multiple of `least`: a kernel's own block, and at
+ * least ~50 us of work (waking a sleeping thread costs tens of microseconds, and every region
+ * is a point where a thread the system has set aside holds up the others), so that a loop of
+ * one block runs without a region. */
+#define VP_BLOCKS_PER_THREAD 8
+static inline long vp_block_size(long n, int threads, long least)
+{
+    const long b = n / (VP_BLOCKS_PER_THREAD * (threads > 1 ? threads : 1));
+    return b > least ? (b + least - 1) / least * least : least;
+}
+
 /* This thread's even, contiguous share [*i0, *i1) of n items, inside a parallel region (all
  * of them outside one). */
 static inline void vp_thread_share(long n, long *i0, long *i1)
@@ -47,8 +60,9 @@ static inline void vp_thread_share(long n, long *i0, long *i1)
 }
 
 /* Waiting for another thread's flag (release/acquire): a spinning thread's hint to the core
- * (x86 PAUSE) for the first ~VP_SPIN_PAUSES looks, then the CPU yielded between looks: with
- * more threads than cores the thread waited for may not be running. */
+ * (x86 PAUSE) for the first ~VP_SPIN_PAUSES looks, then the CPU yielded between looks (with
+ * more threads than cores the thread waited for may not be running).  Used by diffuse.c's
+ * task order; the other phases are plain OpenMP loops. */
 #define VP_SPIN_PAUSES 256
 static inline void vp_spin_pause(void)
 {
@@ -121,7 +135,7 @@ static inline int vp_cell_count(double span, double cell)
     const double q = span / cell;
     return q >= 0 && q < 1e9 ? (int)q + 1 : (q >= 1e9 ? 1000000000 : 1);
 }
-#define VP_BINS_PARALLEL_MIN 1024 /* points, below which vp_bins_build sorts on one thread */
+#define VP_BINS_PARALLEL_MIN 16384 /* points, below which vp_bins_build sorts on one thread */
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
                   double max_cells, int threads);
 void vp_bins_free(vp_bins *b);

@@ -294,8 +294,8 @@ def test_pse_sparse_cloud_is_thread_independent():
 
 
 def test_large_step_is_the_same_at_any_thread_count():
-    """Past 20000 vortons the cell list is sorted in parallel (each thread bins a share, the
-    shares placed in thread order), the Poisson radius sums run in blocks, and the ages and
+    """Past 20000 vortons the cell list is sorted in parallel (blocks of the points binned by
+    any thread, placed in block order), the Poisson radius sums run in blocks, and the ages and
     finiteness checks of 7e4 tracers are split over the threads; all of it must give the
     serial result bit for bit.  A heated, swirling cloud with a few far outliers, two steps
     (the second starts from a state every phase has touched)."""
