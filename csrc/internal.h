@@ -5,9 +5,6 @@
 #include <stdlib.h>
 #include "vortonpy.h"
 #include "cpu.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Four doubles in one AVX register (GCC/clang vector extension; lowered to SSE pairs in the
  * baseline clones): PSE's pair records, the FFT lines' lane records. */
@@ -46,17 +43,6 @@ static inline long vp_block_size(long n, int threads, long least)
 {
     const long b = n / (VP_BLOCKS_PER_THREAD * (threads > 1 ? threads : 1));
     return b > least ? (b + least - 1) / least * least : least;
-}
-
-/* This thread's even, contiguous share [*i0, *i1) of n items, inside a parallel region (all
- * of them outside one). */
-static inline void vp_thread_share(long n, long *i0, long *i1)
-{
-    long t = 0, T = 1;
-#ifdef _OPENMP
-    t = omp_get_thread_num(); T = omp_get_num_threads();
-#endif
-    *i0 = n * t / T; *i1 = n * (t + 1) / T;
 }
 
 /* Waiting for another thread's flag (release/acquire): a spinning thread's hint to the core
