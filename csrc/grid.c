@@ -91,7 +91,6 @@ size_t vp_grid_splat_work(const vp_grid *g, size_t n)
 }
 
 #define VP_SPLAT_PARALLEL_MIN 20000 /* fewer points: not worth a parallel region */
-int vp_grid_splat_is_parallel(size_t n) { return n > VP_SPLAT_PARALLEL_MIN; }
 _Static_assert(sizeof(size_t) == sizeof(double), "callers carve the splat's work space out of double scratch");
 
 void vp_grid_splat_many(const vp_grid *g, double *field, int dim, size_t n, const double *x, const double *val,
