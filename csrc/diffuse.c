@@ -102,7 +102,8 @@ typedef struct {
  * and the x cells' offsets; one per thread, grown as needed. */
 typedef struct {
     pse_fields F;
-    float *g;
+    float *g, *nuij;
+    uint32_t *idx;
     size_t *xoff;
     size_t cap;
     int ncap;
@@ -116,17 +117,31 @@ static int pse_batch_reserve(pse_batch *B, size_t m, int ncells)
     while (cap < m) cap *= 2;
     const int ncap = ncells > B->ncap ? ncells : B->ncap;
     const size_t k = cap + 4 + PSE_PAD; /* (even) */
-    void *mem = realloc(B->mem, k * (PSE_ND * sizeof(double) + (PSE_NF + 1) * sizeof(float)) +
+    void *mem = realloc(B->mem, k * (PSE_ND * sizeof(double) + (PSE_NF + 3) * sizeof(float)) +
                                     ((size_t)ncap + 2) * sizeof(size_t));
     if (!mem) return 1;
     B->F.d = mem;
     B->F.f = (float *)(B->F.d + PSE_ND * k);
     B->F.stride = k;
     B->g = B->F.f + PSE_NF * k;
-    B->xoff = (size_t *)(B->g + k);
+    B->nuij = B->g + k;
+    B->idx = (uint32_t *)(B->nuij + k);
+    B->xoff = (size_t *)(B->idx + k);
     B->cap = cap; B->ncap = ncap;
     B->mem = mem;
     return 0;
+}
+
+/* Eight doubles: the exchange's sums are taken in these lanes, the same on every CPU (GCC's
+ * vector extension: one AVX-512 register, or two AVX2 or four SSE2 ones). */
+typedef double pse_v8d __attribute__((vector_size(64)));
+typedef float pse_v8f __attribute__((vector_size(32)));
+#define PSE_LOAD8(p) (__extension__({ pse_v8d v_; memcpy(&v_, (p), sizeof v_); v_; }))
+#define PSE_LOAD8F(p) (__extension__({ pse_v8f f_; memcpy(&f_, (p), sizeof f_); __builtin_convertvector(f_, pse_v8d); }))
+/* Lanes 0..7 summed pairwise: a fixed order. */
+static inline __attribute__((always_inline)) double pse_hsum(const pse_v8d *v)
+{
+    return (((*v)[0] + (*v)[4]) + ((*v)[2] + (*v)[6])) + (((*v)[1] + (*v)[5]) + ((*v)[3] + (*v)[7]));
 }
 
 /* The exchange sums of one query vorton over candidates [0, m) of a batch, the query itself
@@ -140,7 +155,7 @@ static int pse_batch_reserve(pse_batch *B, size_t m, int ncells)
  * spacing and one viscosity): e_ij and nu_ij are the query's own, so they leave the loops.  `guarded`: each pair scaled by s_ij (pse_guard), for which the batch's
  * PSE_C holds the rate sums with the factor f.  Inlined for each combination. */
 static inline __attribute__((always_inline)) void pse_sum(const pse_fields *B, size_t b0, float *restrict G,
-                                                          int32_t m, int32_t self, const float qf[PSE_NF],
+                                                          float *restrict NUij, int32_t m, int32_t self, const float qf[PSE_NF],
                                                           const double qd[PSE_ND], float cut2, float kappa,
                                                           double out[5], const int heat, const int uniform,
                                                           const int guarded)
@@ -168,74 +183,71 @@ static inline __attribute__((always_inline)) void pse_sum(const pse_fields *B, s
         memcpy(&gb, &ex, sizeof gb);
         gb &= 0u - (uint32_t)(x >= xcut);
         memcpy(&G[j], &gb, sizeof gb);
+        if (!uniform) NUij[j] = nq + NU[j];
     }
     G[self] = 0.0f; /* not the query itself, nor the lanes past the candidates (G has room) */
     memset(G + m, 0, PSE_PAD * sizeof(float));
     const double w0 = qd[PSE_W0], w1 = qd[PSE_W1], w2 = qd[PSE_W2], tq = qd[PSE_T], cq = qd[PSE_C], kd = kappa;
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0, sc = 0;
-    if (uniform && !guarded) {
-#pragma omp simd reduction(+ : s0, s1, s2, s3, sc)
-        for (int32_t j = 0; j < mv; j++) {
-            const double g = (double)G[j] * V[j];
-            s0 += g * (W0[j] - w0); s1 += g * (W1[j] - w1); s2 += g * (W2[j] - w2);
-            if (heat) s3 += g * (T[j] - tq);
-            sc += g;
-        }
-        const double nu = (double)(nq + nq);
-        out[0] = nu * s0; out[1] = nu * s1; out[2] = nu * s2; out[3] = s3;
-        out[4] = (nu + kd) * sc;
-        return;
-    }
-#pragma omp simd reduction(+ : s0, s1, s2, s3, sc)
-    for (int32_t j = 0; j < mv; j++) {
-        double g = (double)G[j] * V[j];
+    pse_v8d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, sc = {0};
+    for (int32_t j = 0; j < mv; j += 8) {
+        pse_v8d g = PSE_LOAD8F(G + j) * PSE_LOAD8(V + j);
         if (guarded) {
-            const double cm = cq > C[j] ? cq : C[j];
-            g *= cm > PSE_MAX_RATE ? PSE_MAX_RATE / cm : 1.0;
+            double sm[8];
+            for (int l = 0; l < 8; l++) {
+                const double cm = cq > C[j + l] ? cq : C[j + l];
+                sm[l] = cm > PSE_MAX_RATE ? PSE_MAX_RATE / cm : 1.0;
+            }
+            g *= PSE_LOAD8(sm);
         }
-        const double gw = g * (double)(nq + NU[j]);
-        s0 += gw * (W0[j] - w0); s1 += gw * (W1[j] - w1); s2 += gw * (W2[j] - w2);
-        if (heat) { s3 += g * (T[j] - tq); sc += gw + kd * g; }
-        else sc += gw;
+        const pse_v8d gw = uniform ? g : g * PSE_LOAD8F(NUij + j);
+        s0 += gw * (PSE_LOAD8(W0 + j) - w0);
+        s1 += gw * (PSE_LOAD8(W1 + j) - w1);
+        s2 += gw * (PSE_LOAD8(W2 + j) - w2);
+        if (heat) s3 += g * (PSE_LOAD8(T + j) - tq);
+        sc += uniform ? g : (heat ? gw + kd * g : gw);
     }
-    out[0] = s0; out[1] = s1; out[2] = s2; out[3] = s3; out[4] = sc;
+    const double nu = uniform ? (double)(nq + nq) : 1.0;
+    out[0] = nu * pse_hsum(&s0); out[1] = nu * pse_hsum(&s1); out[2] = nu * pse_hsum(&s2); out[3] = pse_hsum(&s3);
+    out[4] = uniform ? (heat ? nu + kd : nu) * pse_hsum(&sc) : pse_hsum(&sc);
 }
 
 /* The batch of candidates: sorted vortons of x cells [bx0, bx1) of rows[0, nr), ordered by
  * cell, then row, the first nf float and nd double fields; the cells' offsets in xoff.
- * Each (cell, row) is a run of the sorted arrays, copied 4 at once whatever its length (a
- * cell holds at most 4 nearly always; the arrays have room), the rest one by one. */
+ * First their places in the sorted arrays (idx: each (cell, row) a run, written 4 at once
+ * whatever its length; a cell holds at most 4 nearly always, and idx has room), then each
+ * field by them: one short loop a field, where copying every field run by run had the
+ * compiler juggle twice as many pointers as there are registers. */
 static inline __attribute__((always_inline)) size_t pse_gather(const pse_fields *S, pse_batch *B,
                                                                const size_t *start, const size_t *rows, int nr,
                                                                int bx0, int bx1, const int nf, const int nd)
 {
-    const float *restrict sf = S->f;
-    const double *restrict sd = S->d;
-    float *restrict bf = B->F.f;
-    double *restrict bd = B->F.d;
+    uint32_t *restrict idx = B->idx;
     size_t *restrict xoff = B->xoff;
-    const size_t ss = S->stride, bs = B->F.stride;
     size_t k = 0, rcur[25];
     for (int r = 0; r < nr; r++) rcur[r] = start[rows[r] + bx0];
     for (int cx = bx0; cx < bx1; cx++) {
         xoff[cx - bx0] = k;
         for (int r = 0; r < nr; r++) {
             const size_t j = rcur[r], cnt = start[rows[r] + cx + 1] - j;
-            if (!cnt) continue;
             rcur[r] = j + cnt;
-            for (int a = 0; a < nf; a++) memcpy(bf + a * bs + k, sf + a * ss + j, 4 * sizeof(float));
-            for (int a = 0; a < nd; a++) memcpy(bd + a * bs + k, sd + a * ss + j, 4 * sizeof(double));
-            for (size_t t = 4; t < cnt; t++) {
-                for (int a = 0; a < nf; a++) bf[a * bs + k + t] = sf[a * ss + j + t];
-                for (int a = 0; a < nd; a++) bd[a * bs + k + t] = sd[a * ss + j + t];
-            }
+            for (size_t t = 0; t < 4; t++) idx[k + t] = (uint32_t)(j + t); /* (n < 2^31) */
+            for (size_t t = 4; t < cnt; t++) idx[k + t] = (uint32_t)(j + t);
             k += cnt;
         }
     }
     xoff[bx1 - bx0] = k;
-    for (size_t j = k; j < k + PSE_PAD; j++) { /* finite padding */
-        for (int a = 0; a < PSE_NF; a++) bf[a * bs + j] = a == PSE_E ? 1.0f : 0.0f;
-        for (int a = 0; a < PSE_ND; a++) bd[a * bs + j] = 0.0;
+    const size_t ss = S->stride, bs = B->F.stride;
+    for (int a = 0; a < nf; a++) {
+        const float *restrict sf = S->f + a * ss;
+        float *restrict bf = B->F.f + a * bs;
+        for (size_t t = 0; t < k; t++) bf[t] = sf[idx[t]];
+        for (size_t t = k; t < k + PSE_PAD; t++) bf[t] = a == PSE_E ? 1.0f : 0.0f; /* finite padding */
+    }
+    for (int a = 0; a < nd; a++) {
+        const double *restrict sd = S->d + a * ss;
+        double *restrict bd = B->F.d + a * bs;
+        for (size_t t = 0; t < k; t++) bd[t] = sd[idx[t]];
+        for (size_t t = k; t < k + PSE_PAD; t++) bd[t] = 0.0;
     }
     return k;
 }
@@ -296,7 +308,7 @@ static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded)
             for (int a = 0; a < PSE_NF; a++) qf[a] = PSE_F(S, a)[q];
             for (int a = 0; a < PSE_ND; a++) qd[a] = PSE_D(S, a)[q];
             double o[5];
-#define PSE_SUM(H, U, G) pse_sum(&B->F, b0, B->g, mc, (int32_t)self, qf, qd, P->cut2, P->kappa, o, H, U, G)
+#define PSE_SUM(H, U, G) pse_sum(&B->F, b0, B->g, B->nuij, mc, (int32_t)self, qf, qd, P->cut2, P->kappa, o, H, U, G)
             if (guarded) {
                 if (heat) PSE_SUM(1, 0, 1);
                 else PSE_SUM(0, 0, 1);
