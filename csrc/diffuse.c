@@ -72,12 +72,13 @@ static inline float pse_exp2f(float x)
  * `stride` values in one of two blocks:
  *   float  PSE_X PSE_Y PSE_Z: position relative to the cell list's corner;
  *          PSE_E: PSE spacing e_i = pse_width V_i^(1/3);
+ *          (lengths in units of the largest spacing)
  *          PSE_NU: half the viscosity, nu_i / 2 (so nu_ij = nu_i / 2 + nu_j / 2);
  *   double PSE_W0..2: vorticity; PSE_V: volume; PSE_T: temperature (with heat);
- *          PSE_C: rate sum c_i (pse_guard).
+ *          PSE_S: the rate sum c_i / f, then the stability guard's scale (pse_guard).
  * A batch copies only the fields its sums read (pse_task). */
 enum { PSE_X, PSE_Y, PSE_Z, PSE_E, PSE_NU, PSE_NF };
-enum { PSE_W0, PSE_W1, PSE_W2, PSE_V, PSE_T, PSE_C, PSE_ND };
+enum { PSE_W0, PSE_W1, PSE_W2, PSE_V, PSE_T, PSE_S, PSE_ND };
 typedef struct {
     float *f;
     double *d;
@@ -92,7 +93,8 @@ typedef struct {
     pse_fields S;            /* the sorted arrays (stride: n + 4, so a copy of 4 may read past the last) */
     double *w, *d;           /* the vortons' vorticity and density, written in the vortons' order */
     double f, kdt, rho0;     /* f = dt norm, kdt = kappa f: the exchanges' factors */
-    float cut2, kappa;       /* (pse_cutoff)^2; kappa for the rate sums */
+    float cut2;              /* (pse_cutoff)^2 */
+    double kappa;            /* (for the rate sums) */
     int viscous, heat;
     int uniform;             /* every vorton of one spacing e and one viscosity (as floats) */
     int seg;                 /* x cells per task */
@@ -151,21 +153,21 @@ static inline __attribute__((always_inline)) double pse_hsum(const pse_v8d *v)
  * g_ij = exp(-r^2 / e_ij^2) / e_ij^5 inside the cutoff, else 0.  The weights are float32:
  * positions relative to the cell list's corner keep differences to ~1e-6 e, far below the
  * quadrature's error.  A weight's bits are ANDed with all ones or all zeros (not multiplied
- * by 0 or 1: for vortons under ~1e-8 in radius 1 / e^5 is infinite).  `uniform` (one
- * spacing and one viscosity): e_ij and nu_ij are the query's own, so they leave the loops.  `guarded`: each pair scaled by s_ij (pse_guard), for which the batch's
- * PSE_C holds the rate sums with the factor f.  Inlined for each combination. */
+ * by 0 or 1: the weights of lanes past the cutoff may be garbage).  `uniform` (one
+ * spacing and one viscosity): e_ij and nu_ij are the query's own, so they leave the loops.
+ * `guarded`: each pair scaled by s_ij (pse_guard).  Inlined for each combination. */
 static inline __attribute__((always_inline)) void pse_sum(const pse_fields *B, size_t b0, float *restrict G,
-                                                          float *restrict NUij, int32_t m, int32_t self, const float qf[PSE_NF],
-                                                          const double qd[PSE_ND], float cut2, float kappa,
-                                                          double out[5], const int heat, const int uniform,
-                                                          const int guarded)
+                                                          float *restrict NUij, int32_t m, int32_t self,
+                                                          const float qf[PSE_NF], const double qd[PSE_ND], float cut2,
+                                                          double kappa, double out[5], const int heat,
+                                                          const int uniform, const int guarded)
 {
     const float *restrict X = PSE_F(B, PSE_X) + b0, *restrict Y = PSE_F(B, PSE_Y) + b0,
                 *restrict Z = PSE_F(B, PSE_Z) + b0, *restrict E = PSE_F(B, PSE_E) + b0,
                 *restrict NU = PSE_F(B, PSE_NU) + b0;
     const double *restrict V = PSE_D(B, PSE_V) + b0, *restrict W0 = PSE_D(B, PSE_W0) + b0,
                  *restrict W1 = PSE_D(B, PSE_W1) + b0, *restrict W2 = PSE_D(B, PSE_W2) + b0,
-                 *restrict T = PSE_D(B, PSE_T) + b0, *restrict C = PSE_D(B, PSE_C) + b0;
+                 *restrict T = PSE_D(B, PSE_T) + b0, *restrict SC = PSE_D(B, PSE_S) + b0;
     const float xq = qf[PSE_X], yq = qf[PSE_Y], zq = qf[PSE_Z], eq = qf[PSE_E], nq = qf[PSE_NU];
     const int32_t mv = (m + PSE_PAD - 1) & ~(int32_t)(PSE_PAD - 1);
     /* exponent x = -log2(e) r^2 / e_ij^2; the cutoff r^2 <= cut^2 e_ij^2 is x >= xcut (the
@@ -187,16 +189,13 @@ static inline __attribute__((always_inline)) void pse_sum(const pse_fields *B, s
     }
     G[self] = 0.0f; /* not the query itself, nor the lanes past the candidates (G has room) */
     memset(G + m, 0, PSE_PAD * sizeof(float));
-    const double w0 = qd[PSE_W0], w1 = qd[PSE_W1], w2 = qd[PSE_W2], tq = qd[PSE_T], cq = qd[PSE_C], kd = kappa;
+    const double w0 = qd[PSE_W0], w1 = qd[PSE_W1], w2 = qd[PSE_W2], tq = qd[PSE_T], sgq = qd[PSE_S], kd = kappa;
     pse_v8d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, sc = {0};
     for (int32_t j = 0; j < mv; j += 8) {
         pse_v8d g = PSE_LOAD8F(G + j) * PSE_LOAD8(V + j);
-        if (guarded) {
+        if (guarded) { /* s_ij = min(s_q, s_j) */
             double sm[8];
-            for (int l = 0; l < 8; l++) {
-                const double cm = cq > C[j + l] ? cq : C[j + l];
-                sm[l] = cm > PSE_MAX_RATE ? PSE_MAX_RATE / cm : 1.0;
-            }
+            for (int l = 0; l < 8; l++) sm[l] = sgq < SC[j + l] ? sgq : SC[j + l];
             g *= PSE_LOAD8(sm);
         }
         const pse_v8d gw = uniform ? g : g * PSE_LOAD8F(NUij + j);
@@ -290,9 +289,9 @@ static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded)
     const pse_fields *S = &P->S;
     /* the fields the sums read: positions (and unless uniform spacings and viscosities);
      * vorticity, volumes (and with heat temperatures; guarded, rate sums) */
-    if (guarded) pse_gather(S, B, start, rows, nr, bx0, bx1, PSE_NF, PSE_ND);
-    else if (uniform) pse_gather(S, B, start, rows, nr, bx0, bx1, PSE_Z + 1, heat ? PSE_T + 1 : PSE_V + 1);
-    else pse_gather(S, B, start, rows, nr, bx0, bx1, PSE_NF, heat ? PSE_T + 1 : PSE_V + 1);
+    const int nd = guarded ? PSE_ND : heat ? PSE_T + 1 : PSE_V + 1;
+    if (uniform) pse_gather(S, B, start, rows, nr, bx0, bx1, PSE_Z + 1, nd);
+    else pse_gather(S, B, start, rows, nr, bx0, bx1, PSE_NF, nd);
     const size_t *order = bins->order;
     long bunched = 0;
     for (int cx = qx0; cx < qx1; cx++) {
@@ -309,15 +308,15 @@ static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded)
             for (int a = 0; a < PSE_ND; a++) qd[a] = PSE_D(S, a)[q];
             double o[5];
 #define PSE_SUM(H, U, G) pse_sum(&B->F, b0, B->g, B->nuij, mc, (int32_t)self, qf, qd, P->cut2, P->kappa, o, H, U, G)
-            if (guarded) {
-                if (heat) PSE_SUM(1, 0, 1);
-                else PSE_SUM(0, 0, 1);
-            } else if (heat) {
-                if (uniform) PSE_SUM(1, 1, 0);
-                else PSE_SUM(1, 0, 0);
-            } else {
-                if (uniform) PSE_SUM(0, 1, 0);
-                else PSE_SUM(0, 0, 0);
+            switch (4 * guarded + 2 * heat + uniform) {
+            case 0: PSE_SUM(0, 0, 0); break;
+            case 1: PSE_SUM(0, 1, 0); break;
+            case 2: PSE_SUM(1, 0, 0); break;
+            case 3: PSE_SUM(1, 1, 0); break;
+            case 4: PSE_SUM(0, 0, 1); break;
+            case 5: PSE_SUM(0, 1, 1); break;
+            case 6: PSE_SUM(1, 0, 1); break;
+            default: PSE_SUM(1, 1, 1); break;
             }
 #undef PSE_SUM
             const size_t i = order[q];
@@ -328,7 +327,7 @@ static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded)
             }
             if (heat) P->d[i] = vp_density_from_temperature(P->rho0, qd[PSE_T] + P->kdt * o[3]);
             if (!guarded) {
-                PSE_D(S, PSE_C)[q] = o[4];
+                PSE_D(S, PSE_S)[q] = o[4];
                 bunched += P->f * o[4] > PSE_MAX_RATE;
             }
         }
@@ -402,7 +401,7 @@ static long pse_run(const pse_pass *P, const long *list, long nt, int guarded, i
  * bunch up (at a body's stagnation points) c_i grows with the number of close neighbours,
  * and a bunch's alternating mode grows once c_i exceeds ~2.  Every pair that touches a
  * vorton with c_i > PSE_MAX_RATE has its exchange scaled by
- *   s_ij = min(1, PSE_MAX_RATE / max(c_i, c_j)):
+ *   s_ij = min(s_i, s_j),   s_i = min(1, PSE_MAX_RATE / c_i):
  * symmetric, so strength and heat stay conserved, and afterwards every c_i <= PSE_MAX_RATE
  * (diffusion across a distance far below the core size is that fast anyway: the bunch
  * relaxes toward its mean within the step instead of overshooting).  The rows of cells
@@ -418,12 +417,15 @@ static int pse_guard(const pse_pass *P, int threads)
     long *list = malloc(((size_t)nrow * (size_t)nseg + 1) * sizeof(long));
     int st = VP_ERR_NOMEM;
     if (!marks || !list) goto fail;
-    double *c = PSE_D(&P->S, PSE_C);
-    for (size_t q = 0; q < n; q++) c[q] *= P->f; /* the rate sums with the factor f */
+    double *sc = PSE_D(&P->S, PSE_S);
+    for (size_t q = 0; q < n; q++) { /* the rate sums with the factor f, and the scales */
+        const double c = P->f * sc[q];
+        sc[q] = c > PSE_MAX_RATE ? PSE_MAX_RATE / c : 1.0;
+    }
     for (long row = 0; row < nrow; row++) {
         const size_t *s = bins->start + (size_t)row * (size_t)nc[0];
         int hot = 0;
-        for (size_t q = s[0]; q < s[nc[0]] && !hot; q++) hot = c[q] > PSE_MAX_RATE;
+        for (size_t q = s[0]; q < s[nc[0]] && !hot; q++) hot = sc[q] < 1.0;
         if (!hot) continue;
         const int cy = (int)(row % nc[1]), cz = (int)(row / nc[1]);
         for (int kz = cz - 2; kz <= cz + 2; kz++)
@@ -494,7 +496,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     double *sc = vp_sim_scratch(s, PSE_ND * ns + (PSE_NF * ns + 1) / 2);
     if (!list || !sc) goto fail;
     pse_pass P = {.bins = &bins, .S = {.f = (float *)(sc + PSE_ND * ns), .d = sc, .stride = ns}, .w = w, .d = d,
-                  .rho0 = rho0, .cut2 = (float)(cut * cut), .kappa = (float)kappa, .viscous = viscous, .heat = heat,
+                  .rho0 = rho0, .cut2 = (float)(cut * cut), .kappa = kappa, .viscous = viscous, .heat = heat,
                   .seg = seg};
     for (size_t q = n; q < ns; q++) { /* (read by the batches' copies of 4, never used) */
         for (int a = 0; a < PSE_NF; a++) PSE_F(&P.S, a)[q] = 0.0f;
@@ -507,7 +509,10 @@ static int diffuse_pass(vp_sim *s, double dt)
     const double m4 = 3.0 * sqrt(VP_PI) / 8.0;
     const double kept = (m4 * erf(cut) - exp(-cut * cut) * (0.5 * cut * cut * cut + 0.75 * cut)) / m4;
     const double norm = 4.0 / (VP_PI * sqrt(VP_PI)) / kept;
-    P.f = dt * norm;
+    /* positions and spacings in units of the largest spacing, so that the float weights
+     * neither overflow nor underflow at any scale; 1 / emax^5 goes into the factors */
+    const double unit = emax > 0 && isfinite(1.0 / emax) ? 1.0 / emax : 1.0, unit2 = unit * unit;
+    P.f = dt * norm * (unit2 * unit2 * unit);
     P.kdt = kappa * P.f;
     /* The sorted arrays: per vorton, in the cell list's order, what the exchange needs: the
      * volume V, the spacing e = width V^(1/3) (the cube root once per run of equal radii),
@@ -527,8 +532,8 @@ static int diffuse_pass(vp_sim *s, double dt)
         for (long qq = 0; qq < (long)n; qq++) {
             const size_t q = (size_t)qq, i = order[q];
             if (!(r[i] == rl)) { rl = r[i]; vl = vp_volume(rl); el = width * cbrt(vl); }
-            X[q] = (float)(x[3 * i] - lo[0]); Y[q] = (float)(x[3 * i + 1] - lo[1]);
-            Z[q] = (float)(x[3 * i + 2] - lo[2]); E[q] = (float)el;
+            X[q] = (float)((x[3 * i] - lo[0]) * unit); Y[q] = (float)((x[3 * i + 1] - lo[1]) * unit);
+            Z[q] = (float)((x[3 * i + 2] - lo[2]) * unit); E[q] = (float)(el * unit);
             NU[q] = 0.5f * (float)pse_viscosity(grid, jac, x + 3 * i, el, nu, cs, width, dt_step);
             V[q] = vl;
             W0[q] = w[3 * i]; W1[q] = w[3 * i + 1]; W2[q] = w[3 * i + 2];
