@@ -32,13 +32,16 @@
 #include "kernel.h"
 #include "grid_inline.h"
 
-/* The pair loops run to a multiple of this many lanes (the widest vector, in floats), with
+/* The pair loops run to a multiple of this many lanes (the widest vector, in floats), over
  * finite padding past the batch: no pair falls to a scalar remainder loop, whose arithmetic
- * could differ in the last bit from the vector lanes (and break the pair weight's symmetry). */
+ * could differ in the last bit from the vector lanes' (and break the weight's symmetry). */
 enum { PSE_PAD = 16 };
-/* Cells along the cell list's x axis per task: a row of cells is split so that the threads
- * share sets whose rows are few and long. */
+/* Cells along a row per task where a set has too few rows of cells to share among the
+ * threads (pse_task). */
 enum { PSE_SEG = 8 };
+/* Vortons a chunk of the per-vorton loops (dynamic chunks: a thread slowed by a busy core
+ * holds up the others by one chunk at most). */
+enum { PSE_CHUNK = 2048 };
 /* The stability guard's bound on a vorton's rate sum (pse_guard). */
 #define PSE_MAX_RATE 1.0
 /* At most this many exchanges per step (vp_diffuse). */
@@ -90,7 +93,7 @@ typedef struct {
 /* One pass over the pairs: the inputs, and where the results go. */
 typedef struct {
     const vp_bins *bins;
-    pse_fields S;            /* the sorted arrays (stride: n + 4, so a copy of 4 may read past the last) */
+    pse_fields S;            /* the sorted arrays (stride n) */
     double *w, *d;           /* the vortons' vorticity and density, written in the vortons' order */
     double f, kdt, rho0;     /* f = dt norm, kdt = kappa f: the exchanges' factors */
     float cut2;              /* (pse_cutoff)^2 */
@@ -100,8 +103,9 @@ typedef struct {
     int seg;                 /* x cells per task */
 } pse_pass;
 
-/* A batch of candidates (fields of capacity `cap` + 4 + PSE_PAD), the query's pair weights g
- * and the x cells' offsets; one per thread, grown as needed. */
+/* A batch of candidates (pse_gather; room for `cap` of them, 4 more in idx and PSE_PAD of
+ * padding), one query's pair weights g and viscosities nu_ij, and the x cells' offsets in
+ * the batch; one per thread, grown as needed. */
 typedef struct {
     pse_fields F;
     float *g, *nuij;
@@ -257,8 +261,8 @@ static inline __attribute__((always_inline)) size_t pse_gather(const pse_fields 
  * within 2 cells on each axis), are copied into the batch ordered by x cell, then row: a
  * query's candidates, in cells cx-2 .. cx+2, are then one contiguous range, the same
  * sequence whatever the task's extent.  Each query's new vorticity and density are written
- * to the vortons' arrays, its rate sum c_q to the sorted array (unless guarded).  Returns
- * the number of queries with f c_q > PSE_MAX_RATE, or -1 when out of memory.  Compiled for
+ * to the vortons' arrays and (unless guarded) its rate sum c_q / f to the sorted array.
+ * Returns the number of queries with c_q > PSE_MAX_RATE, or -1 when out of memory.  Compiled for
  * AVX-512, AVX2 and the baseline (VP_CLONES), so the pair loops take the widest vectors
  * the CPU has. */
 VP_CLONES
@@ -285,10 +289,10 @@ static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded)
             if (start[row + bx1] > start[row + bx0]) { rows[nr++] = row; m += start[row + bx1] - start[row + bx0]; }
         }
     if (pse_batch_reserve(B, m, bx1 - bx0)) return -1;
-    const int heat = P->heat, uniform = P->uniform && !guarded;
+    const int heat = P->heat, uniform = P->uniform;
     const pse_fields *S = &P->S;
-    /* the fields the sums read: positions (and unless uniform spacings and viscosities);
-     * vorticity, volumes (and with heat temperatures; guarded, rate sums) */
+    /* the fields the sums read: positions (unless uniform, spacings and viscosities);
+     * vorticity and volumes (with heat, temperatures; guarded, the guard's scales) */
     const int nd = guarded ? PSE_ND : heat ? PSE_T + 1 : PSE_V + 1;
     if (uniform) pse_gather(S, B, start, rows, nr, bx0, bx1, PSE_Z + 1, nd);
     else pse_gather(S, B, start, rows, nr, bx0, bx1, PSE_NF, nd);
@@ -380,9 +384,9 @@ static long pse_run(const pse_pass *P, const long *list, long nt, int guarded, i
 #pragma omp parallel num_threads(threads) if (threads > 1 && nt > 1) reduction(+ : bunched) reduction(| : nomem)
     {
         pse_batch B = {0};
-        /* guided: large chunks first, small ones last, so a thread slowed by a busy core
-         * holds up the others by one small chunk at most */
-#pragma omp for schedule(guided) nowait
+        /* one task at a time: a thread slowed by a busy core holds up the others by one
+         * task at most */
+#pragma omp for schedule(dynamic, 1) nowait
         for (long t = 0; t < nt; t++) {
             if (nomem) continue;
             const long b = pse_task(P, list[t], &B, guarded);
@@ -464,7 +468,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     double lo0 = INFINITY, lo1 = INFINITY, lo2 = INFINITY, hi0 = -INFINITY, hi1 = -INFINITY, hi2 = -INFINITY;
     double rmax = 0;
     int any_heat = 0;
-#pragma omp parallel for num_threads(threads) if (big) schedule(static) \
+#pragma omp parallel for num_threads(threads) if (big) schedule(dynamic, PSE_CHUNK) \
     reduction(min : lo0, lo1, lo2) reduction(max : hi0, hi1, hi2, rmax) reduction(| : any_heat)
     for (long i = 0; i < (long)n; i++) {
         const double cx = x[3 * i], cy = x[3 * i + 1], cz = x[3 * i + 2];
@@ -491,17 +495,12 @@ static int diffuse_pass(vp_sim *s, double dt)
     const int seg = (long)nc[1] * nc[2] >= 16L * threads ? nc[0] : PSE_SEG;
     const long ntask = (long)nc[1] * nc[2] * ((nc[0] + seg - 1) / seg);
     list = malloc(((size_t)ntask + 1) * sizeof(long));
-    /* the sorted arrays: PSE_ND double fields and PSE_NF float ones, of stride n + 4 */
-    const size_t ns = n + 4;
-    double *sc = vp_sim_scratch(s, PSE_ND * ns + (PSE_NF * ns + 1) / 2);
+    /* the sorted arrays: PSE_ND double fields and PSE_NF float ones */
+    double *sc = vp_sim_scratch(s, PSE_ND * n + (PSE_NF * n + 1) / 2);
     if (!list || !sc) goto fail;
-    pse_pass P = {.bins = &bins, .S = {.f = (float *)(sc + PSE_ND * ns), .d = sc, .stride = ns}, .w = w, .d = d,
+    pse_pass P = {.bins = &bins, .S = {.f = (float *)(sc + PSE_ND * n), .d = sc, .stride = n}, .w = w, .d = d,
                   .rho0 = rho0, .cut2 = (float)(cut * cut), .kappa = kappa, .viscous = viscous, .heat = heat,
                   .seg = seg};
-    for (size_t q = n; q < ns; q++) { /* (read by the batches' copies of 4, never used) */
-        for (int a = 0; a < PSE_NF; a++) PSE_F(&P.S, a)[q] = 0.0f;
-        for (int a = 0; a < PSE_ND; a++) PSE_D(&P.S, a)[q] = 0.0;
-    }
     /* The Gaussian's second moment cut at r = cut e keeps the fraction
      *   m(c) = [ (3 sqrt(pi)/8) erf(c) - exp(-c^2) (c^3/2 + 3c/4) ] / (3 sqrt(pi)/8)
      * of the full one; dividing by it restores the exact Laplacian normalisation, so the
@@ -528,7 +527,7 @@ static int diffuse_pass(vp_sim *s, double dt)
 #pragma omp parallel num_threads(threads) if (big) reduction(| : differ)
     {
         double rl = NAN, vl = 0, el = 0;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, PSE_CHUNK)
         for (long qq = 0; qq < (long)n; qq++) {
             const size_t q = (size_t)qq, i = order[q];
             if (!(r[i] == rl)) { rl = r[i]; vl = vp_volume(rl); el = width * cbrt(vl); }
@@ -539,7 +538,7 @@ static int diffuse_pass(vp_sim *s, double dt)
             W0[q] = w[3 * i]; W1[q] = w[3 * i + 1]; W2[q] = w[3 * i + 2];
             T[q] = heat ? vp_temperature_from_density(rho0, d[i]) : 0.0;
         }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, PSE_CHUNK)
         for (long q = 1; q < (long)n; q++) differ |= E[q] != E[0] || NU[q] != NU[0];
     }
     P.uniform = !differ;
@@ -568,7 +567,8 @@ int vp_diffuse(vp_sim *s)
     const double *rad = v->radius->data;
     const int threads = vp_threads(s);
     double rmin = INFINITY;
-#pragma omp parallel for num_threads(threads) if (threads > 1 && v->n > 4096) schedule(static) reduction(min : rmin)
+#pragma omp parallel for num_threads(threads) if (threads > 1 && v->n > 4096) schedule(dynamic, PSE_CHUNK) \
+    reduction(min : rmin)
     for (long i = 0; i < (long)v->n; i++) rmin = rad[i] < rmin ? rad[i] : rmin;
     int k = 1;
     if (v->n > 1 && nu > 0 && rmin > 0) {
