@@ -243,12 +243,14 @@ static inline __attribute__((always_inline)) size_t pse_gather(const pse_fields 
     for (int a = 0; a < nf; a++) {
         const float *restrict sf = S->f + a * ss;
         float *restrict bf = B->F.f + a * bs;
+#pragma omp simd
         for (size_t t = 0; t < k; t++) bf[t] = sf[idx[t]];
         for (size_t t = k; t < k + PSE_PAD; t++) bf[t] = a == PSE_E ? 1.0f : 0.0f; /* finite padding */
     }
     for (int a = 0; a < nd; a++) {
         const double *restrict sd = S->d + a * ss;
         double *restrict bd = B->F.d + a * bs;
+#pragma omp simd
         for (size_t t = 0; t < k; t++) bd[t] = sd[idx[t]];
         for (size_t t = k; t < k + PSE_PAD; t++) bd[t] = 0.0;
     }
