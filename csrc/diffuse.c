@@ -360,6 +360,35 @@ static inline double pse_viscosity(const vp_grid *g, const double *jac, const do
     return nv < cap ? nv : (nu > cap ? nu : cap); /* never below the molecular value */
 }
 
+/* What the sorted arrays are filled from (pse_fill). */
+typedef struct {
+    const size_t *order;                /* the cell list's order */
+    const double *x, *r, *w, *d;        /* the vortons' positions, radii, vorticity, density */
+    const double *jac;                  /* the grid's velocity Jacobian (the eddy viscosity) */
+    const vp_grid *grid;
+    double lo[3], unit;                 /* the cell list's corner; 1 / the largest spacing */
+    double width, nu, cs, dt_step, rho0;
+    int heat;
+} pse_input;
+
+/* Sorted vorton q's fields (physics.md 2.5): position, spacing e = width V^(1/3), the
+ * viscosity nu_i, volume, vorticity and temperature.  *rl, *vl, *el: the last radius, its
+ * volume and spacing (the cube root once per run of equal radii). */
+static inline void pse_fill(const pse_input *in, const pse_fields *S, size_t q, double *rl, double *vl, double *el)
+{
+    const size_t i = in->order[q];
+    const double *xi = in->x + 3 * i, *wi = in->w + 3 * i;
+    if (!(in->r[i] == *rl)) { *rl = in->r[i]; *vl = vp_volume(*rl); *el = in->width * cbrt(*vl); }
+    PSE_F(S, PSE_X)[q] = (float)((xi[0] - in->lo[0]) * in->unit);
+    PSE_F(S, PSE_Y)[q] = (float)((xi[1] - in->lo[1]) * in->unit);
+    PSE_F(S, PSE_Z)[q] = (float)((xi[2] - in->lo[2]) * in->unit);
+    PSE_F(S, PSE_E)[q] = (float)(*el * in->unit);
+    PSE_F(S, PSE_NU)[q] = 0.5f * (float)pse_viscosity(in->grid, in->jac, xi, *el, in->nu, in->cs, in->width, in->dt_step);
+    PSE_D(S, PSE_V)[q] = *vl;
+    PSE_D(S, PSE_W0)[q] = wi[0]; PSE_D(S, PSE_W1)[q] = wi[1]; PSE_D(S, PSE_W2)[q] = wi[2];
+    PSE_D(S, PSE_T)[q] = in->heat ? vp_temperature_from_density(in->rho0, in->d[i]) : 0.0;
+}
+
 /* The tasks (pse_task) with vortons of their own into list, or (marks) only those of the
  * rows marked; their number. */
 static long pse_task_list(const vp_bins *bins, int seg, const unsigned char *marks, long *list)
@@ -378,16 +407,32 @@ static long pse_task_list(const vp_bins *bins, int seg, const unsigned char *mar
     return nt;
 }
 
-/* The pass's tasks list[0, nt) on the team; the bunched vortons' count (-1: out of memory). */
-static long pse_run(const pse_pass *P, const long *list, long nt, int guarded, int threads)
+/* The pass's tasks list[0, nt) on the team, in one parallel region with (in: the first
+ * pass) the sorted arrays' fill before them and the check whether every spacing and
+ * viscosity is the same (P->uniform); the bunched vortons' count (-1: out of memory). */
+static long pse_run(pse_pass *P, const pse_input *in, size_t n, const long *list, long nt, int guarded, int threads)
 {
     long bunched = 0;
-    int nomem = 0;
-#pragma omp parallel num_threads(threads) if (threads > 1 && nt > 1) reduction(+ : bunched) reduction(| : nomem)
+    int nomem = 0, differ = 0;
+    const float *E = PSE_F(&P->S, PSE_E), *NU = PSE_F(&P->S, PSE_NU);
+#pragma omp parallel num_threads(threads) if (threads > 1 && (nt > 1 || n > 4096)) reduction(+ : bunched) \
+    reduction(| : nomem)
     {
+        if (in) {
+            double rl = NAN, vl = 0, el = 0;
+#pragma omp single
+            pse_fill(in, &P->S, 0, &rl, &vl, &el);
+            /* (dynamic chunks here and below: a thread slowed by a busy core holds up the
+             * others by one chunk or task at most) */
+#pragma omp for schedule(dynamic, PSE_CHUNK) reduction(| : differ)
+            for (long q = 1; q < (long)n; q++) {
+                pse_fill(in, &P->S, (size_t)q, &rl, &vl, &el);
+                differ |= E[q] != E[0] || NU[q] != NU[0];
+            }
+#pragma omp single
+            P->uniform = !differ;
+        }
         pse_batch B = {0};
-        /* one task at a time: a thread slowed by a busy core holds up the others by one
-         * task at most */
 #pragma omp for schedule(dynamic, 1) nowait
         for (long t = 0; t < nt; t++) {
             if (nomem) continue;
@@ -412,17 +457,15 @@ static long pse_run(const pse_pass *P, const long *list, long nt, int guarded, i
  * (diffusion across a distance far below the core size is that fast anyway: the bunch
  * relaxes toward its mean within the step instead of overshooting).  The rows of cells
  * within 2 of a bunched vorton (every vorton that pairs with one) are summed again with
- * the scales, overwriting the first pass's results. */
-static int pse_guard(const pse_pass *P, int threads)
+ * the scales (list: room for every task), overwriting the first pass's results. */
+static int pse_guard(pse_pass *P, long *list, int threads)
 {
     const vp_bins *bins = P->bins;
     const int *nc = bins->nc;
-    const long nrow = (long)nc[1] * nc[2], nseg = (nc[0] + P->seg - 1) / P->seg;
+    const long nrow = (long)nc[1] * nc[2];
     const size_t n = bins->start[(size_t)nrow * (size_t)nc[0]];
     unsigned char *marks = calloc((size_t)nrow, 1);
-    long *list = malloc(((size_t)nrow * (size_t)nseg + 1) * sizeof(long));
-    int st = VP_ERR_NOMEM;
-    if (!marks || !list) goto fail;
+    if (!marks) return VP_ERR_NOMEM;
     double *sc = PSE_D(&P->S, PSE_S);
     for (size_t q = 0; q < n; q++) { /* the rate sums with the factor f, and the scales */
         const double c = P->f * sc[q];
@@ -438,10 +481,9 @@ static int pse_guard(const pse_pass *P, int threads)
             for (int ky = cy - 2; ky <= cy + 2; ky++)
                 if (kz >= 0 && kz < nc[2] && ky >= 0 && ky < nc[1]) marks[(size_t)ky + (size_t)nc[1] * (size_t)kz] = 1;
     }
-    if (pse_run(P, list, pse_task_list(bins, P->seg, marks, list), 1, threads) >= 0) st = VP_OK;
-fail:
-    free(marks); free(list);
-    return st;
+    const long st = pse_run(P, NULL, n, list, pse_task_list(bins, P->seg, marks, list), 1, threads);
+    free(marks);
+    return st < 0 ? VP_ERR_NOMEM : VP_OK;
 }
 
 /* One explicit PSE exchange of length dt (the eddy viscosity's cap uses the step's dt). */
@@ -457,7 +499,6 @@ static int diffuse_pass(vp_sim *s, double dt)
     const double rho0 = s->params.ambient_density, dt_step = s->params.dt;
     const double width = s->params.pse_width, cut = s->params.pse_cutoff;
     const int threads = vp_threads(s);
-    const int big = threads > 1 && n > 4096; /* (below, a parallel region costs more than a serial loop) */
     vp_bins bins = {0};
     long *list = NULL;
     int st = VP_ERR_NOMEM;
@@ -470,7 +511,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     double lo0 = INFINITY, lo1 = INFINITY, lo2 = INFINITY, hi0 = -INFINITY, hi1 = -INFINITY, hi2 = -INFINITY;
     double rmax = 0;
     int any_heat = 0;
-#pragma omp parallel for num_threads(threads) if (big) schedule(dynamic, PSE_CHUNK) \
+#pragma omp parallel for num_threads(threads) if (threads > 1 && n > 4096) schedule(dynamic, PSE_CHUNK) \
     reduction(min : lo0, lo1, lo2) reduction(max : hi0, hi1, hi2, rmax) reduction(| : any_heat)
     for (long i = 0; i < (long)n; i++) {
         const double cx = x[3 * i], cy = x[3 * i + 1], cz = x[3 * i + 2];
@@ -515,38 +556,13 @@ static int diffuse_pass(vp_sim *s, double dt)
     const double unit = emax > 0 && isfinite(1.0 / emax) ? 1.0 / emax : 1.0, unit2 = unit * unit;
     P.f = dt * norm * (unit2 * unit2 * unit);
     P.kdt = kappa * P.f;
-    /* The sorted arrays: per vorton, in the cell list's order, what the exchange needs: the
-     * volume V, the spacing e = width V^(1/3) (the cube root once per run of equal radii),
-     * the viscosity nu_i and, with heat, the temperature. */
-    const double *jac = s->grid_jacobian;
-    const vp_grid *grid = &s->grid;
-    const long nt = pse_task_list(&bins, seg, NULL, list);
-    float *X = PSE_F(&P.S, PSE_X), *Y = PSE_F(&P.S, PSE_Y), *Z = PSE_F(&P.S, PSE_Z), *E = PSE_F(&P.S, PSE_E),
-          *NU = PSE_F(&P.S, PSE_NU);
-    double *V = PSE_D(&P.S, PSE_V), *W0 = PSE_D(&P.S, PSE_W0), *W1 = PSE_D(&P.S, PSE_W1), *W2 = PSE_D(&P.S, PSE_W2),
-           *T = PSE_D(&P.S, PSE_T);
-    int differ = 0; /* whether the spacings or the viscosities differ (as floats) */
-#pragma omp parallel num_threads(threads) if (big) reduction(| : differ)
-    {
-        double rl = NAN, vl = 0, el = 0;
-#pragma omp for schedule(dynamic, PSE_CHUNK)
-        for (long qq = 0; qq < (long)n; qq++) {
-            const size_t q = (size_t)qq, i = order[q];
-            if (!(r[i] == rl)) { rl = r[i]; vl = vp_volume(rl); el = width * cbrt(vl); }
-            X[q] = (float)((x[3 * i] - lo[0]) * unit); Y[q] = (float)((x[3 * i + 1] - lo[1]) * unit);
-            Z[q] = (float)((x[3 * i + 2] - lo[2]) * unit); E[q] = (float)(el * unit);
-            NU[q] = 0.5f * (float)pse_viscosity(grid, jac, x + 3 * i, el, nu, cs, width, dt_step);
-            V[q] = vl;
-            W0[q] = w[3 * i]; W1[q] = w[3 * i + 1]; W2[q] = w[3 * i + 2];
-            T[q] = heat ? vp_temperature_from_density(rho0, d[i]) : 0.0;
-        }
-#pragma omp for schedule(dynamic, PSE_CHUNK)
-        for (long q = 1; q < (long)n; q++) differ |= E[q] != E[0] || NU[q] != NU[0];
-    }
-    P.uniform = !differ;
-    const long bunched = pse_run(&P, list, nt, 0, threads);
+    /* the sorted arrays filled, then the pairs summed, in one parallel region (pse_run) */
+    const pse_input in = {.order = order, .x = x, .r = r, .w = w, .d = d, .jac = s->grid_jacobian, .grid = &s->grid,
+                          .lo = {lo[0], lo[1], lo[2]}, .unit = unit, .width = width, .nu = nu, .cs = cs,
+                          .dt_step = dt_step, .rho0 = rho0, .heat = heat};
+    const long bunched = pse_run(&P, &in, n, list, pse_task_list(&bins, seg, NULL, list), 0, threads);
     if (bunched < 0) goto fail;
-    if (bunched > 0 && pse_guard(&P, threads)) goto fail;
+    if (bunched > 0 && pse_guard(&P, list, threads)) goto fail;
     st = VP_OK;
 fail:
     free(list);
@@ -567,11 +583,9 @@ int vp_diffuse(vp_sim *s)
     const double nu = s->params.viscosity > s->params.thermal_diffusivity ? s->params.viscosity
                                                                           : s->params.thermal_diffusivity;
     const double *rad = v->radius->data;
-    const int threads = vp_threads(s);
     double rmin = INFINITY;
-#pragma omp parallel for num_threads(threads) if (threads > 1 && v->n > 4096) schedule(dynamic, PSE_CHUNK) \
-    reduction(min : rmin)
-    for (long i = 0; i < (long)v->n; i++) rmin = rad[i] < rmin ? rad[i] : rmin;
+#pragma omp simd reduction(min : rmin)
+    for (size_t i = 0; i < v->n; i++) rmin = rad[i] < rmin ? rad[i] : rmin;
     int k = 1;
     if (v->n > 1 && nu > 0 && rmin > 0) {
         const double e = width * cbrt(vp_volume(rmin)), c = 4.0 * nu * dt / (e * e);
