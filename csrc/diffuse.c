@@ -268,7 +268,7 @@ static inline __attribute__((always_inline)) size_t pse_gather(const pse_fields 
  * AVX-512, AVX2 and the baseline (VP_CLONES), so the pair loops take the widest vectors
  * the CPU has. */
 VP_CLONES
-static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded)
+static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded, int uniform)
 {
     const vp_bins *bins = P->bins;
     const int *nc = bins->nc, seg = P->seg;
@@ -291,7 +291,7 @@ static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded)
             if (start[row + bx1] > start[row + bx0]) { rows[nr++] = row; m += start[row + bx1] - start[row + bx0]; }
         }
     if (pse_batch_reserve(B, m, bx1 - bx0)) return -1;
-    const int heat = P->heat, uniform = P->uniform;
+    const int heat = P->heat;
     const pse_fields *S = &P->S;
     /* the fields the sums read: positions (unless uniform, spacings and viscosities);
      * vorticity and volumes (with heat, temperatures; guarded, the guard's scales) */
@@ -409,39 +409,39 @@ static long pse_task_list(const vp_bins *bins, int seg, const unsigned char *mar
 
 /* The pass's tasks list[0, nt) on the team, in one parallel region with (in: the first
  * pass) the sorted arrays' fill before them and the check whether every spacing and
- * viscosity is the same (P->uniform); the bunched vortons' count (-1: out of memory). */
+ * viscosity is the same (then P->uniform); the bunched vortons' count (-1: out of memory). */
 static long pse_run(pse_pass *P, const pse_input *in, size_t n, const long *list, long nt, int guarded, int threads)
 {
     long bunched = 0;
-    int nomem = 0, differ = 0;
+    int nomem = 0;
+    float emin = INFINITY, emax = -INFINITY, numin = INFINITY, numax = -INFINITY;
     const float *E = PSE_F(&P->S, PSE_E), *NU = PSE_F(&P->S, PSE_NU);
 #pragma omp parallel num_threads(threads) if (threads > 1 && (nt > 1 || n > 4096)) reduction(+ : bunched) \
     reduction(| : nomem)
     {
         if (in) {
             double rl = NAN, vl = 0, el = 0;
-#pragma omp single
-            pse_fill(in, &P->S, 0, &rl, &vl, &el);
             /* (dynamic chunks here and below: a thread slowed by a busy core holds up the
              * others by one chunk or task at most) */
-#pragma omp for schedule(dynamic, PSE_CHUNK) reduction(| : differ)
-            for (long q = 1; q < (long)n; q++) {
+#pragma omp for schedule(dynamic, PSE_CHUNK) reduction(min : emin, numin) reduction(max : emax, numax)
+            for (long q = 0; q < (long)n; q++) {
                 pse_fill(in, &P->S, (size_t)q, &rl, &vl, &el);
-                differ |= E[q] != E[0] || NU[q] != NU[0];
+                emin = E[q] < emin ? E[q] : emin; emax = E[q] > emax ? E[q] : emax;
+                numin = NU[q] < numin ? NU[q] : numin; numax = NU[q] > numax ? NU[q] : numax;
             }
-#pragma omp single
-            P->uniform = !differ;
         }
+        const int uniform = in ? emin == emax && numin == numax : P->uniform;
         pse_batch B = {0};
 #pragma omp for schedule(dynamic, 1) nowait
         for (long t = 0; t < nt; t++) {
             if (nomem) continue;
-            const long b = pse_task(P, list[t], &B, guarded);
+            const long b = pse_task(P, list[t], &B, guarded, uniform);
             if (b < 0) nomem = 1;
             else bunched += b;
         }
         free(B.mem);
     }
+    if (in) P->uniform = emin == emax && numin == numax;
     return nomem ? -1 : bunched;
 }
 
