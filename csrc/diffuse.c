@@ -101,6 +101,7 @@ typedef struct {
     int viscous, heat;
     int uniform;             /* every vorton of one spacing e and one viscosity (as floats) */
     int seg;                 /* x cells per task */
+    const unsigned char *marks; /* (the guarded pass) the cells whose vortons are summed again */
 } pse_pass;
 
 /* A batch of candidates (pse_gather; room for `cap` of them, 4 more in idx and PSE_PAD of
@@ -276,10 +277,12 @@ static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded, in
     const int nseg = (nc[0] + seg - 1) / seg;
     const int sg = (int)(task % nseg), cy = (int)(task / nseg % nc[1]), cz = (int)(task / nseg / nc[1]);
     const size_t r0 = (size_t)nc[0] * ((size_t)cy + (size_t)nc[1] * (size_t)cz);
-    int qx0 = seg * sg, qx1 = qx0 + seg < nc[0] ? qx0 + seg : nc[0]; /* own cells */
-    if (start[r0 + qx0] == start[r0 + qx1]) return 0;
-    while (start[r0 + qx0 + 1] == start[r0 + qx0]) qx0++; /* the occupied ones (a sparse set's rows) */
-    while (start[r0 + qx1 - 1] == start[r0 + qx1]) qx1--;
+    /* own cells: the occupied ones (a sparse set's rows), or guarded the marked ones */
+    const unsigned char *mk = guarded ? P->marks + r0 : NULL;
+    int qx0 = seg * sg, qx1 = qx0 + seg < nc[0] ? qx0 + seg : nc[0];
+    while (qx0 < qx1 && (start[r0 + qx0 + 1] == start[r0 + qx0] || (mk && !mk[qx0]))) qx0++;
+    while (qx1 > qx0 && (start[r0 + qx1 - 1] == start[r0 + qx1] || (mk && !mk[qx1 - 1]))) qx1--;
+    if (qx0 >= qx1) return 0;
     const int bx0 = qx0 > 2 ? qx0 - 2 : 0, bx1 = qx1 + 2 < nc[0] ? qx1 + 2 : nc[0]; /* candidate cells */
     size_t rows[25], m = 0;
     int nr = 0, own = 0;
@@ -302,7 +305,7 @@ static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded, in
     long bunched = 0;
     for (int cx = qx0; cx < qx1; cx++) {
         const size_t q0 = start[r0 + cx], q1 = start[r0 + cx + 1];
-        if (q0 == q1) continue;
+        if (q0 == q1 || (mk && !mk[cx])) continue;
         const size_t b0 = B->xoff[(cx - 2 > bx0 ? cx - 2 : bx0) - bx0], b1 = B->xoff[(cx + 3 < bx1 ? cx + 3 : bx1) - bx0];
         size_t self = B->xoff[cx - bx0] - b0; /* the first query's place among the candidates */
         for (int r = 0; r < own; r++) self += start[rows[r] + cx + 1] - start[rows[r] + cx];
@@ -389,19 +392,21 @@ static inline void pse_fill(const pse_input *in, const pse_fields *S, size_t q, 
     PSE_D(S, PSE_T)[q] = in->heat ? vp_temperature_from_density(in->rho0, in->d[i]) : 0.0;
 }
 
-/* The tasks (pse_task) with vortons of their own into list, or (marks) only those of the
- * rows marked; their number. */
+/* The tasks (pse_task) with vortons of their own (and, with marks, in a marked cell) into
+ * list; their number. */
 static long pse_task_list(const vp_bins *bins, int seg, const unsigned char *marks, long *list)
 {
     const int *nc = bins->nc;
     const int nseg = (nc[0] + seg - 1) / seg;
     long nt = 0;
     for (long row = 0; row < (long)nc[1] * nc[2]; row++) {
-        if (marks && !marks[row]) continue;
         const size_t *st = bins->start + (size_t)row * (size_t)nc[0];
+        const unsigned char *mk = marks ? marks + (size_t)row * (size_t)nc[0] : NULL;
         for (int s = 0; s < nseg; s++) {
             const int x0 = seg * s, x1 = x0 + seg < nc[0] ? x0 + seg : nc[0];
-            if (st[x1] > st[x0]) list[nt++] = row * nseg + s;
+            int any = 0;
+            for (int c = x0; c < x1 && !any; c++) any = st[c + 1] > st[c] && (!mk || mk[c]);
+            if (any) list[nt++] = row * nseg + s;
         }
     }
     return nt;
@@ -455,33 +460,36 @@ static long pse_run(pse_pass *P, const pse_input *in, size_t n, const long *list
  *   s_ij = min(s_i, s_j),   s_i = min(1, PSE_MAX_RATE / c_i):
  * symmetric, so strength and heat stay conserved, and afterwards every c_i <= PSE_MAX_RATE
  * (diffusion across a distance far below the core size is that fast anyway: the bunch
- * relaxes toward its mean within the step instead of overshooting).  The rows of cells
- * within 2 of a bunched vorton (every vorton that pairs with one) are summed again with
- * the scales (list: room for every task), overwriting the first pass's results. */
+ * relaxes toward its mean within the step instead of overshooting).  The vortons in the
+ * cells within 2 of a bunched vorton's (every vorton that pairs with one) are summed again
+ * with the scales (list: room for every task), overwriting the first pass's results. */
 static int pse_guard(pse_pass *P, long *list, int threads)
 {
     const vp_bins *bins = P->bins;
     const int *nc = bins->nc;
-    const long nrow = (long)nc[1] * nc[2];
-    const size_t n = bins->start[(size_t)nrow * (size_t)nc[0]];
-    unsigned char *marks = calloc((size_t)nrow, 1);
+    const size_t ncell = (size_t)nc[0] * (size_t)nc[1] * (size_t)nc[2], n = bins->start[ncell];
+    unsigned char *marks = calloc(ncell, 1);
     if (!marks) return VP_ERR_NOMEM;
     double *sc = PSE_D(&P->S, PSE_S);
     for (size_t q = 0; q < n; q++) { /* the rate sums with the factor f, and the scales */
         const double c = P->f * sc[q];
         sc[q] = c > PSE_MAX_RATE ? PSE_MAX_RATE / c : 1.0;
     }
-    for (long row = 0; row < nrow; row++) {
-        const size_t *s = bins->start + (size_t)row * (size_t)nc[0];
+    for (size_t cell = 0; cell < ncell; cell++) { /* the cells within 2 of a bunched vorton's */
         int hot = 0;
-        for (size_t q = s[0]; q < s[nc[0]] && !hot; q++) hot = sc[q] < 1.0;
+        for (size_t q = bins->start[cell]; q < bins->start[cell + 1] && !hot; q++) hot = sc[q] < 1.0;
         if (!hot) continue;
-        const int cy = (int)(row % nc[1]), cz = (int)(row / nc[1]);
+        const int cx = (int)(cell % (size_t)nc[0]), cy = (int)(cell / (size_t)nc[0] % (size_t)nc[1]),
+                  cz = (int)(cell / ((size_t)nc[0] * (size_t)nc[1]));
         for (int kz = cz - 2; kz <= cz + 2; kz++)
             for (int ky = cy - 2; ky <= cy + 2; ky++)
-                if (kz >= 0 && kz < nc[2] && ky >= 0 && ky < nc[1]) marks[(size_t)ky + (size_t)nc[1] * (size_t)kz] = 1;
+                for (int kx = cx - 2; kx <= cx + 2; kx++)
+                    if (kz >= 0 && kz < nc[2] && ky >= 0 && ky < nc[1] && kx >= 0 && kx < nc[0])
+                        marks[(size_t)kx + (size_t)nc[0] * ((size_t)ky + (size_t)nc[1] * (size_t)kz)] = 1;
     }
+    P->marks = marks;
     const long st = pse_run(P, NULL, n, list, pse_task_list(bins, P->seg, marks, list), 1, threads);
+    P->marks = NULL;
     free(marks);
     return st < 0 ? VP_ERR_NOMEM : VP_OK;
 }
