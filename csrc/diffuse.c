@@ -264,10 +264,10 @@ static inline __attribute__((always_inline)) size_t pse_gather(const pse_fields 
  * within 2 cells on each axis), are copied into the batch ordered by x cell, then row: a
  * query's candidates, in cells cx-2 .. cx+2, are then one contiguous range, the same
  * sequence whatever the task's extent.  Each query's new vorticity and density are written
- * to the vortons' arrays and (unless guarded) its rate sum c_q / f to the sorted array.
- * Returns the number of queries with c_q > PSE_MAX_RATE, or -1 when out of memory.  Compiled for
- * AVX-512, AVX2 and the baseline (VP_CLONES), so the pair loops take the widest vectors
- * the CPU has. */
+ * to the vortons' arrays and (unless guarded) its rate sum c_q / f to the sorted array;
+ * guarded, only the queries in marked cells are summed.  Returns the number of queries with
+ * c_q > PSE_MAX_RATE, or -1 when out of memory.  Compiled for AVX-512, AVX2 and the
+ * baseline (VP_CLONES), so the pair loops take the widest vectors the CPU has. */
 VP_CLONES
 static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded, int uniform)
 {
