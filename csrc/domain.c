@@ -155,12 +155,6 @@ void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], doubl
     robust_limits(s, with_tracers, lim_lo, lim_hi, vp_threads(s));
 }
 
-/* The same on the calling thread alone (inside a parallel region, beside other work). */
-void vp_robust_limits_serial(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3])
-{
-    robust_limits(s, with_tracers, lim_lo, lim_hi, 1);
-}
-
 /* The vectorised body of point_bounds over runs [r0, r1) of 12 doubles. */
 VP_CLONES
 static void bounds_runs(const double *restrict t, long r0, long r1, const double *restrict L, const double *restrict H,

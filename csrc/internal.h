@@ -1,7 +1,6 @@
 /* internal.h: the step's phase functions, shared between the core's files (not public). */
 #ifndef VP_INTERNAL_H
 #define VP_INTERNAL_H
-#include <sched.h>
 #include <stdlib.h>
 #include "vortonpy.h"
 #include "cpu.h"
@@ -45,32 +44,6 @@ static inline long vp_block_size(long n, int threads, long least)
     return b > least ? (b + least - 1) / least * least : least;
 }
 
-/* Waiting for another thread's flag (release/acquire): a spinning thread's hint to the core
- * (x86 PAUSE) for the first ~VP_SPIN_PAUSES looks, then the CPU yielded between looks (with
- * more threads than cores the thread waited for may not be running).  Used by diffuse.c's
- * task order; the other phases are plain OpenMP loops. */
-#define VP_SPIN_PAUSES 256
-static inline void vp_spin_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-/* Wait until a shared counter reaches target (counts stored with release). */
-static inline void vp_wait_count(const long *count, long target)
-{
-    for (int k = 0; __atomic_load_n(count, __ATOMIC_ACQUIRE) < target;) {
-        if (k < VP_SPIN_PAUSES) { vp_spin_pause(); k++; }
-        else sched_yield();
-    }
-}
-/* Wait until a flag (0, then 1 stored with release) is set. */
-static inline void vp_wait_flag(const long *flag) { vp_wait_count(flag, 1); }
-
-/* The next of a shared counter's items for the calling thread (the loops whose threads
- * claim chunks or tasks as they come: `for (long c; (c = vp_claim(&next)) < n;)`). */
-static inline long vp_claim(long *next) { return __atomic_fetch_add(next, 1, __ATOMIC_RELAXED); }
-
 /* The step's phases, in physics.md section 2's order (each returns a vp_status). */
 int vp_domain_update(vp_sim *s);                 /* 2.1 domain.c */
 int vp_velocity_grid(vp_sim *s);                 /* 2.2 velocity.c */
@@ -96,7 +69,6 @@ void vp_poisson_free(struct vp_poisson *p);      /* the solver's cache (NULL: no
  * particle is an outlier (domain.c, physics.md 2.1); on the sim's threads, or (_serial) on
  * the calling thread alone, inside a parallel region beside other work. */
 void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]);
-void vp_robust_limits_serial(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]);
 /* At least `doubles` doubles of the sim's scratch memory (workspace.c); NULL when out of memory. */
 double *vp_sim_scratch(vp_sim *s, size_t doubles);
 /* Room for item n of `size` bytes in *array (workspace.c); *n_allocated grows by doubling. */
