@@ -61,7 +61,7 @@ static int gather_cell_velocity(vp_sim *s, int threads)
     const double *v = s->grid_velocity, *rho = s->grid_density;
     float *out = s->cell_velocity;
     (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(static) if (nc > 256)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (nc > 4096)
     for (long k = 0; k < c2; k++)
         for (long j = 0; j < c1; j++)
             gather_cell_row(v, rho, sy * (size_t)j + sz * (size_t)k, sy, sz, c0,
@@ -389,7 +389,9 @@ static int advect_nodes(vp_sim *s, size_t n, double *x, double *vel)
     const long block = 64, nb = ((long)n + block - 1) / block;
     size_t *oidx = outlier_lists(s, n, nb), *ocnt = oidx ? oidx + n : NULL;
     if (!oidx) return VP_ERR_NOMEM;
-#pragma omp parallel for num_threads(threads) schedule(static)
+    const long chunk = vp_block_size(nb, threads, 16); /* (16 blocks: ~50 us) */
+    (void)chunk;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk) if (nb >= 2 * chunk)
     for (long b = 0; b < nb; b++) {
         const long i1 = vp_block_end(b, block, (long)n);
         ocnt[b] = advect_nodes_range(g, s->grid_velocity, glo, ghi, dt, order, b * block, i1, x, vel, oidx + b * block);
@@ -448,7 +450,9 @@ static int advect_tracer_cells(vp_sim *s)
     grid_box(&s->grid, glo, ghi);
     cell_geom G;
     cell_geom_init(&G, &s->grid, s->cell_velocity);
-#pragma omp parallel for num_threads(threads) schedule(static) if (n > 4096)
+    const long chunk = vp_block_size(nb, threads, 1);
+    (void)chunk;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk) if (n > 4096)
     for (long b = 0; b < nb; b++) {
         const long i0 = b * block, i1 = vp_block_end(b, block, n);
         ocnt[b] = advect_cells_range(&G, glo, ghi, dt, order, i0, i1, x, vel, any ? dens : NULL, oidx + i0, s->bodies,
@@ -477,7 +481,7 @@ int vp_advect_tracers(vp_sim *s, int *projected)
     int st = advect_nodes(s, t->n, x, t->velocity->data);
     if (st) return st;
     if (density_nonuniform(s)) {
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 4096)
         for (long i = 0; i < (long)t->n; i++) vp_grid_interp(&s->grid, s->grid_density, 1, x + 3 * i, d + i);
     } else {
         memset(d, 0, t->n * sizeof(double)); /* uniform ambient fluid: nothing to sample */

@@ -70,16 +70,12 @@ int vp_baroclinic(vp_sim *s)
      * fails in the phase it always did) */
     if (s->density_flat && isfinite(k) && isfinite(gg)) return VP_OK;
     double *x = v->position->data, *w = v->vorticity->data;
-    int threads = vp_threads(s);
+    const int threads = vp_threads(s);
+    const long n = (long)v->n, bs = vp_block_size(n, threads, 4096), nb = (n + bs - 1) / bs; /* ~10 ns a vorton */
     (void)threads;
-    const long n = (long)v->n;
-    /* an even share of the vortons a thread */
-#pragma omp parallel num_threads(threads)
-    {
-        long i0, i1;
-        vp_thread_share(n, &i0, &i1);
-        baroclinic_range(&s->grid, s->grid_density_gradient, g, k, i0, i1, x, w);
-    }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (nb > 1)
+    for (long b = 0; b < nb; b++)
+        baroclinic_range(&s->grid, s->grid_density_gradient, g, k, b * bs, vp_block_end(b, bs, n), x, w);
     return VP_OK;
 }
 

@@ -55,14 +55,12 @@ static void place_contact(const vp_body *B, const double x[3], double sr, const 
 /* Column panel p..p+3 of the Gram matrix A = G^T G, from the columns g_q = G + q ld of the
  * contact solve (ld: a multiple of 4, padded with zeros): out[4 (q - p) + c] = g_q . g_{p+c}
  * for every row q >= p (the panel's own 4 x 4 block included, its entries above the diagonal
- * written and never read), each row's four contiguous, so that the thread that factors the
- * panel reads it as one stream (written into the rows of a row-major matrix, they were a
- * cache line a row to move between the cores).  Three rows q at a time against the
- * panel's four columns in 4-double vectors: twelve independent sums, each column load shared
- * by three rows and each row load by four columns.  One row against four columns (its four
- * sums a chain of dependent multiply-adds each, five loads per four) ran at ~11 GFMA/s; this
- * form at ~25 (54 contacts: 21.5 -> 10.6 us, 145: 402 -> 177).  Every entry is one four-lane
- * sum in the order of the rows of G, whichever loop or thread computes it.  p + 4 <= nc. */
+ * written and never read), each row's four contiguous, so that the factor reads the panel
+ * as one stream.  Three rows q at a time against the panel's four columns in 4-double
+ * vectors: twelve independent sums, each column load shared by three rows and each row load
+ * by four columns (one row at a time, each sum was a chain of dependent multiply-adds).
+ * Every entry is one four-lane sum in the order of the rows of G, whichever loop or thread
+ * computes it.  p + 4 <= nc. */
 typedef double vp_gram_v4d __attribute__((vector_size(32)));
 #define VP_GRAM_HSUM(v) (((v)[0] + (v)[2]) + ((v)[1] + (v)[3]))
 VP_CLONES
@@ -118,9 +116,8 @@ static void gram_panel_tail(size_t p, size_t ld, const double *restrict G, doubl
 
 /* The velocity at a contact point p (relative to the body's centre) induced by m vortons in
  * float32 SoA (x y z relative to the centre, a, s^2): kernel.h's regularised kernel, summed in
- * float32 on 16 lanes and added to u (double).  The double sum's sqrt and division on 8 lanes
- * were most of the contact phase in hot_ball (~58 contacts against ~1e3 vortons a step).
- * Coordinates relative to the body keep the differences to ~1e-7 of the body's size; each
+ * float32 on 16 lanes and added to u (double): the sqrt and division dominate, and float32
+ * doubles the lanes.  Coordinates relative to the body keep the differences to ~1e-7 of the body's size; each
  * lane's partial sum carries ~1e-6 relative error, far below the kernel's own smoothing and
  * the ridge of the shares' solve (1e-3 of the trace). */
 VP_CLONES
@@ -176,20 +173,17 @@ static void contact_column(size_t m, const double *restrict PS, const double xj[
  * 32-byte aligned for the vectors: G (its columns have a stride of 3 nc rounded up to 4, and so
  * has T, the targets of every contact point in a row, padded with zeros); Gp, the Gram matrix's
  * column panels, each one's rows of four contiguous (gram_panel4); A, the Cholesky factor;
- * dg, the Gram matrix's diagonal; PT, cholesky_panel's work space; flags, the pipeline's
- * counter of Gram panels handed out (flags[0]) and one "done" flag a panel (flags[8 + p], a
- * cache line away). */
-typedef struct { double *G, *Gp, *A, *k, *astar, *PS, *T, *dg, *PT; long *flags; } contact_ws;
+ * dg, the Gram matrix's diagonal; PT, cholesky_panel's work space. */
+typedef struct { double *G, *Gp, *A, *k, *astar, *PS, *T, *dg, *PT; } contact_ws;
 static double *contact_ws_alloc(size_t n, contact_ws *ws)
 {
-    const size_t len[10] = {n * (3 * n + 4), n * (n + 4), n * n, 3 * n + 4, n, 4 * n, 3 * n, 3 * n, n, n / 4 + 10};
-    size_t off[10], total = 0;
-    for (int a = 0; a < 10; a++) { off[a] = total; total += (len[a] + 3) & ~(size_t)3; }
+    const size_t len[9] = {n * (3 * n + 4), n * (n + 4), n * n, 3 * n + 4, n, 4 * n, 3 * n, 3 * n, n};
+    size_t off[9], total = 0;
+    for (int a = 0; a < 9; a++) { off[a] = total; total += (len[a] + 3) & ~(size_t)3; }
     double *m = aligned_alloc(32, total * sizeof(double));
     if (m) {
         ws->G = m + off[0]; ws->Gp = m + off[1]; ws->A = m + off[2]; ws->T = m + off[3]; ws->k = m + off[4];
         ws->PT = m + off[5]; ws->astar = m + off[6]; ws->PS = m + off[7]; ws->dg = m + off[8];
-        ws->flags = (long *)(m + off[9]);
     }
     return m;
 }
@@ -259,8 +253,7 @@ static inline __attribute__((always_inline)) void panel_update1(const double *Ai
  * rank-4 updates A[i][q] -= sum_c L[i][k0 + c] L[q][k0 + c] for k0 = 0, 4, ..., j0 - 4 in that
  * order (q in the panel, up to i), and is factored column by column, each column updated by
  * the panel's earlier ones and scaled by its pivot, pivots floored at lambda.  It reads only
- * the earlier panels of L and this panel of A, so panel j0 can be factored while other threads
- * still compute the Gram matrix's later panels (solve_contacts).  A full panel's rows take
+ * the earlier panels of L and this panel of the Gram matrix.  A full panel's rows take
  * their updates four columns at a time, from the 4 x 4 blocks L[j0..j0+3][k0..k0+3] transposed
  * into PT (4 j0 doubles, 32-byte aligned); in its own four rows that updates the entries above
  * the diagonal too, which are never read.  The rows below then take the panel's columns in one
@@ -344,8 +337,7 @@ static void gram_panel_build(long t, size_t ld, const double *G, double *Gp, siz
 
 /* Contact j of a chunk of nc (solve_contacts): its exact single-vorton strength a_j*, and its
  * contact point and target in the arrays PS (SoA, so that a column of G[j][i], the velocity at
- * P_i from a_j*, contiguous over i, is one vectorised loop) and T; j = 0 also pads T and
- * clears the pipeline's flags (before a barrier). */
+ * P_i from a_j*, contiguous over i, is one vectorised loop) and T; j = 0 also pads T. */
 static void contact_prep(const contact *cj, size_t j, size_t nc, const contact_ws *ws)
 {
     const size_t ld = (3 * nc + 3) & ~(size_t)3;
@@ -353,114 +345,81 @@ static void contact_prep(const contact *cj, size_t j, size_t nc, const contact_w
     vp_kernel_assign_by_velocity(r, cj->target, cj->s2, ws->astar + 3 * j);
     ws->PS[j] = cj->P[0]; ws->PS[nc + j] = cj->P[1]; ws->PS[2 * nc + j] = cj->P[2];
     for (int a = 0; a < 3; a++) ws->T[3 * j + a] = cj->target[a];
-    if (j == 0) {
+    if (j == 0)
         for (size_t i = 3 * nc; i < ld; i++) ws->T[i] = 0.0;
-        for (size_t p = 0; p < (nc + 3) / 4 + 8; p++) ws->flags[p] = 0;
+}
+
+/* The Cholesky factor of the ridged Gram matrix, L y = rhs and L^T k = y, then the shares
+ * clamped to [0, 1]: a_out[3 j ..] = k_j a_j*.  One thread (the factor is a chain of panels). */
+static void factor_and_solve(size_t nc, double *a_out, const contact_ws *ws)
+{
+    double *Gp = ws->Gp, *A = ws->A, *k = ws->k;
+    double trace = 0;
+    for (size_t p = 0; p < nc; p++) trace += ws->dg[p];
+    const double lambda = 1e-3 * trace / (double)nc + 1e-300;
+    for (size_t j0 = 0; j0 < nc; j0 += 4) {
+        cholesky_panel(nc, A, Gp + gram_panel_offset(nc, j0 / 4), j0, lambda, ws->PT);
+        const size_t ie = j0 + 4 < nc ? j0 + 4 : nc;
+        for (size_t i = j0; i < ie; i++) { /* L y = rhs: the panel's rows */
+            double sum = 0;
+#pragma omp simd reduction(+ : sum)
+            for (size_t q = 0; q < i; q++) sum += A[i * nc + q] * k[q];
+            k[i] = (k[i] - sum) / A[i * nc + i];
+        }
+    }
+    for (size_t i = nc; i-- > 0;) { /* L^T k = y, by columns of L^T (rows of L) */
+        k[i] /= A[i * nc + i];
+        const double ki = k[i], *restrict Ai = A + i * nc;
+#pragma omp simd
+        for (size_t q = 0; q < i; q++) k[q] -= Ai[q] * ki;
+    }
+    for (size_t j = 0; j < nc; j++) {
+        double kj = k[j] < 0 ? 0 : (k[j] > 1 ? 1 : k[j]);
+        for (int a = 0; a < 3; a++) a_out[3 * j + a] = kj * ws->astar[3 * j + a];
     }
 }
 
-/* The shares for contacts c[0..nc) (nc <= VP_CONTACT_CHUNK), a_out[3 j ..] = k_j a_j*.  Called
- * by every thread of the enclosing team (its loops are the team's worksharing loops), or
- * outside any parallel region alone. */
+/* Column j of the chunk's G, with the right-hand side k_j = g_j . T and the Gram matrix's
+ * diagonal g_j . g_j while the column is in cache. */
+static void column_build(const contact *c, size_t j, size_t nc, const contact_ws *ws)
+{
+    const size_t ld = (3 * nc + 3) & ~(size_t)3; /* G's column stride */
+    double *g = ws->G + j * ld;
+    contact_column(nc, ws->PS, c[j].xnew, ws->astar + 3 * j, c[j].s2, g);
+    for (size_t i = 3 * nc; i < ld; i++) g[i] = 0.0;
+    column_dots(ld, g, ws->T, &ws->k[j], &ws->dg[j]);
+}
+
+/* The shares for contacts c[0..nc) (nc <= VP_CONTACT_CHUNK), a_out[3 j ..] = k_j a_j*: the
+ * columns, the normal equations A = G^T G by column panels of four (Gp), then their factor.
+ * Called by every thread of the enclosing team (its loops are the team's worksharing loops),
+ * or outside any parallel region alone; below VP_CONTACT_PARALLEL_MIN contacts one thread
+ * does it all (three waits of the team cost more than the split saves).  Each entry of the
+ * Gram matrix and of L is computed by one fixed sequence of operations, whichever thread runs
+ * it: the same bits at any thread count. */
+#define VP_CONTACT_PARALLEL_MIN 96
 static void solve_contacts(const contact *c, size_t nc, double *a_out, const contact_ws *ws)
 {
-    double *G = ws->G, *Gp = ws->Gp, *A = ws->A, *k = ws->k, *astar = ws->astar, *PS = ws->PS, *T = ws->T, *dg = ws->dg;
-    long *flags = ws->flags;
-    const size_t ld = (3 * nc + 3) & ~(size_t)3; /* G's column stride */
-    const long np = (long)(nc + 3) / 4;          /* column panels of four */
-#pragma omp for schedule(static)
+    const size_t ld = (3 * nc + 3) & ~(size_t)3;
+    const long np = (long)(nc + 3) / 4; /* column panels of four */
+    if (nc < VP_CONTACT_PARALLEL_MIN) {
+#pragma omp single
+        {
+            for (size_t j = 0; j < nc; j++) contact_prep(&c[j], j, nc, ws);
+            for (size_t j = 0; j < nc; j++) column_build(c, j, nc, ws);
+            for (long t = 0; t < np; t++) gram_panel_build(t, ld, ws->G, ws->Gp, nc);
+            factor_and_solve(nc, a_out, ws);
+        }
+        return;
+    }
+#pragma omp for schedule(dynamic, 16)
     for (long j = 0; j < (long)nc; j++) contact_prep(&c[j], (size_t)j, nc, ws);
-    /* the columns; the right-hand side k_j = g_j . T and the Gram matrix's diagonal g_j . g_j
-     * while column j is in cache */
-#pragma omp for schedule(static)
-    for (long jj = 0; jj < (long)nc; jj++) {
-        size_t j = (size_t)jj;
-        contact_column(nc, PS, c[j].xnew, astar + 3 * j, c[j].s2, G + j * ld);
-        for (size_t i = 3 * nc; i < ld; i++) G[j * ld + i] = 0.0;
-        column_dots(ld, G + j * ld, T, &k[j], &dg[j]);
-    }
-    /* The normal equations A = G^T G by column panels of four (Gp), and A's Cholesky factor
-     * L (in A's lower triangle), pipelined.  The panels are handed out in order (flags[0]);
-     * thread 0 factors panel p (cholesky_panel: left-looking, it needs only panel p of the Gram
-     * matrix and the earlier panels of L) as soon as its flag says it is built, with the
-     * forward solve L y = rhs of its rows, and builds panels itself while the next is not
-     * built and it can afford to.  The factorisation is ~20-30% of the work (~6 us of ~17 at
-     * ~55 contacts, ~60 of ~260 at 150); done after the Gram matrix by one thread, it kept two
-     * threads 1.36-1.61x faster than one on the whole contact phase.  Each entry of the Gram
-     * matrix and of L is computed by one fixed sequence of operations, whichever thread runs
-     * it: the same bits at any thread count. */
-    int me = 0;
-#ifdef _OPENMP
-    me = omp_get_thread_num();
-#endif
-    if (me == 0) {
-        double trace = 0;
-        for (size_t p = 0; p < nc; p++) trace += dg[p];
-        const double lambda = 1e-3 * trace / (double)nc + 1e-300;
-        /* Thread 0 builds a Gram panel only while the others, building the rest, would take
-         * about as long as it takes to build that one and factor every panel left (it waits
-         * for the next panel anyway, so its own build may overlap theirs by one panel): a
-         * panel it builds late leaves it factoring after the others are done (hot_ball's
-         * states: 1-3 us of each one's ~10-50).  The estimates, in ns on this machine (Zen 4),
-         * are fitted to timings: a Gram panel ~0.46 nc (nc - 4p), a factor panel
-         * ~1.28 p (nc - 4p) + 1.2 (nc - 4p) + 222; gs and fs: their suffix sums. */
-        double gs[VP_CONTACT_CHUNK / 4 + 1], fs[VP_CONTACT_CHUNK / 4 + 1];
-        int others = 0; /* the threads besides this one that build panels */
-#ifdef _OPENMP
-        others = omp_get_num_threads() - 1;
-#endif
-        gs[np] = fs[np] = 0;
-        for (long p = np - 1; p >= 0; p--) {
-            const double rows = (double)nc - 4.0 * (double)p;
-            gs[p] = gs[p + 1] + 0.46 * (double)nc * rows;
-            fs[p] = fs[p + 1] + 1.28 * (double)p * rows + 1.2 * rows + 222.0;
-        }
-        long fp = 0; /* the next panel to factor */
-        while (fp < np) {
-            if (__atomic_load_n(&flags[8 + fp], __ATOMIC_ACQUIRE)) {
-                cholesky_panel(nc, A, Gp + gram_panel_offset(nc, (size_t)fp), 4 * (size_t)fp, lambda, ws->PT);
-                const size_t ie = 4 * (size_t)fp + 4 < nc ? 4 * (size_t)fp + 4 : nc;
-                for (size_t i = 4 * (size_t)fp; i < ie; i++) { /* L y = rhs: the panel's rows */
-                    double sum = 0;
-#pragma omp simd reduction(+ : sum)
-                    for (size_t q = 0; q < i; q++) sum += A[i * nc + q] * k[q];
-                    k[i] = (k[i] - sum) / A[i * nc + i];
-                }
-                fp++;
-                continue;
-            }
-            long t = __atomic_load_n(&flags[0], __ATOMIC_RELAXED);
-            if (t < np && others > 0) {
-                const double c = gs[t] - gs[t + 1];
-                if ((fs[fp] + c) * others > gs[t]) t = np; /* leave it to the others */
-            }
-            if (t < np) t = vp_claim(&flags[0]);
-            if (t < np) {
-                gram_panel_build(t, ld, G, Gp, nc);
-                __atomic_store_n(&flags[8 + t], 1, __ATOMIC_RELEASE);
-            } else {
-                vp_wait_flag(&flags[8 + fp]);
-            }
-        }
-        for (size_t i = nc; i-- > 0;) { /* L^T k = y, by columns of L^T (rows of L) */
-            k[i] /= A[i * nc + i];
-            const double ki = k[i], *restrict Ai = A + i * nc;
-#pragma omp simd
-            for (size_t q = 0; q < i; q++) k[q] -= Ai[q] * ki;
-        }
-        for (size_t j = 0; j < nc; j++) {
-            double kj = k[j] < 0 ? 0 : (k[j] > 1 ? 1 : k[j]);
-            for (int a = 0; a < 3; a++) a_out[3 * j + a] = kj * astar[3 * j + a];
-        }
-    } else {
-        for (;;) {
-            const long t = vp_claim(&flags[0]);
-            if (t >= np) break;
-            gram_panel_build(t, ld, G, Gp, nc);
-            __atomic_store_n(&flags[8 + t], 1, __ATOMIC_RELEASE);
-        }
-    }
-#pragma omp barrier
+#pragma omp for schedule(dynamic, 4)
+    for (long j = 0; j < (long)nc; j++) column_build(c, (size_t)j, nc, ws);
+#pragma omp for schedule(dynamic, 1)
+    for (long t = 0; t < np; t++) gram_panel_build(t, ld, ws->G, ws->Gp, nc);
+#pragma omp single
+    factor_and_solve(nc, a_out, ws);
 }
 
 /* Heat exchanged in one step between a body and a vorton in contact (part 10, conduction
@@ -550,11 +509,10 @@ int vp_collide(vp_sim *s, int tracers)
     for (size_t b = 0; b < s->n_bodies; b++) {
         vp_body *B = &s->bodies[b];
         const vp_body Bc = *B;
-        /* One parallel region for the contact scan, the contacts' lists and their ambient
-         * velocities (in hot_ball, with ~1e3 vortons, the scans were most of the phase's serial
-         * time, and a region each cost more than they saved).  The scans go in blocks of
-         * VP_CONTACT_BLOCK vortons, bh[b] counting block b's contacts, then the index of its
-         * first one; the lists are in index order, as a serial scan writes them. */
+        /* One parallel region for the contact scan, the contacts' lists, their ambient
+         * velocities and the shares (a region each cost more than a small scan).  The scans go
+         * in blocks of VP_CONTACT_BLOCK vortons, bh[b] counting block b's contacts, then the
+         * index of its first one; the lists are in index order, as a serial scan writes them. */
         const long nv = (long)v->n, nvb = (nv + VP_CONTACT_BLOCK - 1) / VP_CONTACT_BLOCK;
         size_t *bh = malloc(((size_t)nvb + 1) * sizeof(size_t)), nc = 0;
         contact *cs = malloc((v->n + 1) * sizeof(contact));
@@ -574,9 +532,9 @@ int vp_collide(vp_sim *s, int tracers)
             double ratio = Bc.mass / (4.0 * rho0 * vp_volume(Bc.radius));
             if (ratio < 1.0) bl = blend * ratio;
         }
-#pragma omp parallel num_threads(threads) if (nv >= 64)
+#pragma omp parallel num_threads(threads) if (nv >= 1024)
         {
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
             for (long vb = 0; vb < nvb; vb++) {
                 size_t h = 0;
                 for (long ii = vb * VP_CONTACT_BLOCK; ii < vp_block_end(vb, VP_CONTACT_BLOCK, nv); ii++) {
@@ -601,7 +559,7 @@ int vp_collide(vp_sim *s, int tracers)
             /* the contacts' indices, and the vortons not in contact as float32 SoA (x, y, z
              * relative to the body's centre, a, s^2) for a vectorised sum (ambient_sum) */
             if (nc) {
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
                 for (long vb = 0; vb < nvb; vb++) {
                     size_t k = bh[vb], m = (size_t)(vb * VP_CONTACT_BLOCK) - k;
                     for (long ii = vb * VP_CONTACT_BLOCK; ii < vp_block_end(vb, VP_CONTACT_BLOCK, nv); ii++) {
@@ -625,7 +583,7 @@ int vp_collide(vp_sim *s, int tracers)
                  * not in contact (the same kernel the assignment inverts, so the two agree;
                  * the grid's interpolated velocity smooths the near field and made
                  * re-assignment overshoot from step to step), in float32 (ambient_sum) */
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
                 for (long q = 0; q < (long)nc; q++) {
                     size_t i = cs[q].i;
                     double xi[3] = {x[3 * i], x[3 * i + 1], x[3 * i + 2]}, rr[3], P[3], ug[3] = {0, 0, 0};
@@ -642,7 +600,7 @@ int vp_collide(vp_sim *s, int tracers)
                         solve_contacts(cs + c0, nc - c0 < VP_CONTACT_CHUNK ? nc - c0 : VP_CONTACT_CHUNK, anew + 3 * c0, &ws);
                     /* every contact vorton reassigned (each contact is a different vorton; the
                      * region's end is the barrier) */
-#pragma omp for schedule(static) nowait
+#pragma omp for schedule(dynamic, 8) nowait
                     for (long q = 0; q < (long)nc; q++)
                         reassign_contact(&Bc, &cs[q], anew + 3 * q, bl, rho0, dt, s->params.fluid_heat_capacity, x, w,
                                          den, rad, hand + 13 * q);
@@ -678,10 +636,10 @@ int vp_collide(vp_sim *s, int tracers)
         double *tx = tr->position ? tr->position->data : NULL, *tv = tr->position ? tr->velocity->data : NULL;
         const long nt = tracers ? (long)tr->n : 0, tblock = 4096, ntb = (nt + tblock - 1) / tblock;
         if (nt > 8192 && threads > 1) {
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
             for (long tb = 0; tb < ntb; tb++)
                 collide_tracers_range(&Bc, tb * tblock, vp_block_end(tb, tblock, nt), tx, tv);
-        } else if (nt) { /* here, not in a region of one thread (libgomp's costs 0.3-0.6 us and a futex call) */
+        } else if (nt) { /* (few tracers: not worth waking the team) */
             collide_tracers_range(&Bc, 0, nt, tx, tv);
         }
     }

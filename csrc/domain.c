@@ -96,19 +96,8 @@ static void limits_plan(size_t n, size_t *m, size_t *step, size_t *klo, size_t *
     *klo = (size_t)(0.005 * (*m - 1)); *khi = *m - 1 - (size_t)(0.995 * (*m - 1));
 }
 
-/* Inside a parallel region, called by every thread of the team: this thread's share of the
- * sample (limits_sample), a barrier, then the six tail selections shared by the threads
- * (3 axes, low and high) into q. */
-static void limits_sample_select(const vp_sim *s, size_t nv, size_t n, size_t m, size_t step, size_t klo, size_t khi,
-                                 double *buf, double q[6])
-{
-    long k0, k1;
-    vp_thread_share((long)m, &k0, &k1);
-    limits_sample(s, nv, n, m, step, k0, k1, buf);
-#pragma omp barrier
-#pragma omp for schedule(static)
-    for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
-}
+/* The sample's slots are taken in blocks of LIMITS_BLOCK (whole cache lines of every axis). */
+#define LIMITS_BLOCK 512
 
 /* The limits from the six quantiles q (low and high per axis). */
 static void limits_from(const double q[6], double lim_lo[3], double lim_hi[3])
@@ -144,8 +133,15 @@ static void robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], d
      * shared by the threads. */
     double q[6];
     if (m >= 1024 && threads > 1) {
+        const long nb = ((long)m + LIMITS_BLOCK - 1) / LIMITS_BLOCK;
 #pragma omp parallel num_threads(threads)
-        limits_sample_select(s, nv, n, m, step, klo, khi, buf, q);
+        {
+#pragma omp for schedule(dynamic, 1)
+            for (long b = 0; b < nb; b++)
+                limits_sample(s, nv, n, m, step, b * LIMITS_BLOCK, vp_block_end(b, LIMITS_BLOCK, (long)m), buf);
+#pragma omp for schedule(dynamic, 1)
+            for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
+        }
     } else { /* (a parallel region of one thread costs more than a small sample takes) */
         limits_sample(s, nv, n, m, step, 0, (long)m, buf);
         for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
@@ -157,12 +153,6 @@ static void robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], d
 void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3])
 {
     robust_limits(s, with_tracers, lim_lo, lim_hi, vp_threads(s));
-}
-
-/* The same on the calling thread alone (inside a parallel region, beside other work). */
-void vp_robust_limits_serial(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3])
-{
-    robust_limits(s, with_tracers, lim_lo, lim_hi, 1);
 }
 
 /* The vectorised body of point_bounds over runs [r0, r1) of 12 doubles. */
@@ -208,6 +198,7 @@ static void bounds_runs_free(const double *restrict t, long r0, long r1, double 
  * points: every lane sees one axis), for point_bounds and domain_bounds.  Min and max are
  * exact, so the order in which shares are merged does not matter. */
 typedef struct { double mn[12], mx[12], bad[12]; } box12;
+#define BOUNDS_CHUNK 1024 /* runs of 12 doubles a chunk of the parallel passes */
 
 static void box12_init(box12 *b)
 {
@@ -235,17 +226,6 @@ static void box12_merge(box12 *b, const box12 *own)
     }
 }
 
-/* Inside a parallel region (or alone): this thread's share of t's runs, merged into b. */
-static void box12_share(box12 *b, const double *t, size_t n, const double L[12], const double H[12])
-{
-    long r0, r1;
-    vp_thread_share(3 * (long)n / 12, &r0, &r1);
-    box12 own;
-    box12_init(&own);
-    if (r1 > r0) bounds_runs(t, r0, r1, L, H, own.mn, own.mx, own.bad);
-    box12_merge(b, &own);
-}
-
 /* The box per axis (lo > hi when empty); nonzero if any coordinate was not finite. */
 static int box12_result(const box12 *b, double lo[3], double hi[3])
 {
@@ -271,9 +251,17 @@ static int point_bounds(const double *t, size_t n, int threads, const double lim
     box12 b;
     box12_init(&b);
     box12_tail(&b, t, n, L, H);
+    const long runs = 3 * (long)n / 12, nch = (runs + BOUNDS_CHUNK - 1) / BOUNDS_CHUNK;
     (void)threads;
-#pragma omp parallel num_threads(threads) if (3 * (long)n / 12 > 8192)
-    box12_share(&b, t, n, L, H);
+#pragma omp parallel num_threads(threads) if (runs > 8192)
+    {
+        box12 own;
+        box12_init(&own);
+#pragma omp for schedule(dynamic, 1) nowait
+        for (long c = 0; c < nch; c++)
+            bounds_runs(t, c * BOUNDS_CHUNK, vp_block_end(c, BOUNDS_CHUNK, runs), L, H, own.mn, own.mx, own.bad);
+        box12_merge(&b, &own);
+    }
     return box12_result(&b, lo, hi);
 }
 
@@ -338,9 +326,8 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
     for (int c = 0; c < 2; c++) { box12_init(&b[c]); box12_tail(&b[c], xs[c], ns[c], L, H); }
     const double *r = nv ? s->vortons.radius->data : NULL;
     double smax = 0;
-    enum { CHUNK = 1024 }; /* runs of 12 doubles a chunk */
-    const long runs[2] = {3 * (long)nv / 12, 3 * (long)nt / 12}, nch0 = (runs[0] + CHUNK - 1) / CHUNK,
-               nch = nch0 + (runs[1] + CHUNK - 1) / CHUNK;
+    const long runs[2] = {3 * (long)nv / 12, 3 * (long)nt / 12}, nch0 = (runs[0] + BOUNDS_CHUNK - 1) / BOUNDS_CHUNK,
+               nch = nch0 + (runs[1] + BOUNDS_CHUNK - 1) / BOUNDS_CHUNK;
     const size_t inv = buf ? inverse_mod(step, m) : 0, g_base[2] = {0, nv};
     if (buf) /* the sample's points past the sets' whole runs (the chunks take the rest) */
         for (int c = 0; c < 2; c++) sample_points(s, nv, n, m, inv, g_base[c] + 4 * (size_t)runs[c], g_base[c] + ns[c], buf);
@@ -349,10 +336,10 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
     {
         box12 own[2];
         box12_init(&own[0]); box12_init(&own[1]);
-#pragma omp for schedule(static) nowait
+#pragma omp for schedule(dynamic, 1) nowait
         for (long c = 0; c < nch; c++) {
             const int set = c >= nch0;
-            const long r0 = (set ? c - nch0 : c) * CHUNK, r1 = r0 + CHUNK < runs[set] ? r0 + CHUNK : runs[set];
+            const long c0 = set ? c - nch0 : c, r0 = c0 * BOUNDS_CHUNK, r1 = vp_block_end(c0, BOUNDS_CHUNK, runs[set]);
             bounds_runs_free(xs[set], r0, r1, own[set].mn, own[set].mx, own[set].bad);
             if (buf) sample_points(s, nv, n, m, inv, g_base[set] + 4 * (size_t)r0, g_base[set] + 4 * (size_t)r1, buf);
         }
@@ -362,7 +349,7 @@ static int domain_bounds(vp_sim *s, double vlo[3], double vhi[3], double tlo[3],
         for (long i = 0; i < (long)nv; i++) smax = r[i] > smax ? r[i] : smax;
         if (buf) { /* the sample is complete: the six selections, shared */
 #pragma omp barrier
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
             for (int t = 0; t < 6; t++) q[t] = select_tail(buf + (t / 2) * m, m, t % 2 ? khi : klo, t % 2);
         }
     }

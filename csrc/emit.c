@@ -85,20 +85,18 @@ int vp_expire(vp_sim *s)
         if (!n) continue;
         double *age = kind ? s->tracers.age->data : s->vortons.age->data;
         double life = kind ? s->params.tracer_lifetime : s->params.vorton_lifetime;
-        /* an even share of the ages a thread, in whole cache lines; the counts are integers,
+        /* blocks of whole cache lines handed out to the threads; the counts are integers,
          * so the same for any thread count */
-        const long lines = ((long)n + 7) / 8;
         size_t overdue = 0, expired = 0;
         const double late = life * (1.0 + 1.0 / 32);
         const int threads = vp_threads(s);
-        if (n > (1 << 13) && threads > 1) {
-#pragma omp parallel num_threads(threads) reduction(+ : expired, overdue)
-            {
-                long l0, l1;
-                vp_thread_share(lines, &l0, &l1);
-                const long i0 = 8 * l0, i1 = 8 * l1 < (long)n ? 8 * l1 : (long)n;
+        if (n > (1 << 16) && threads > 1) {
+            const long bs = 8 * vp_block_size(((long)n + 7) / 8, threads, 1024), nb = ((long)n + bs - 1) / bs;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(+ : expired, overdue)
+            for (long b = 0; b < nb; b++) {
+                const long i0 = b * bs, i1 = vp_block_end(b, bs, (long)n);
                 size_t o = 0;
-                if (i1 > i0) expired += age_range(age + i0, (size_t)(i1 - i0), dt, life, late, &o);
+                expired += age_range(age + i0, (size_t)(i1 - i0), dt, life, late, &o);
                 overdue += o;
             }
         } else { /* (a parallel region of one thread costs more than small arrays take) */

@@ -5,9 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define IDX(g, i, j, k) ((size_t)(i) + (size_t)(g)->n[0] * ((size_t)(j) + (size_t)(g)->n[1] * (size_t)(k)))
 
@@ -94,7 +91,6 @@ size_t vp_grid_splat_work(const vp_grid *g, size_t n)
 }
 
 #define VP_SPLAT_PARALLEL_MIN 20000 /* fewer points: not worth a parallel region */
-int vp_grid_splat_is_parallel(size_t n) { return n > VP_SPLAT_PARALLEL_MIN; }
 _Static_assert(sizeof(size_t) == sizeof(double), "callers carve the splat's work space out of double scratch");
 
 void vp_grid_splat_many(const vp_grid *g, double *field, int dim, size_t n, const double *x, const double *val,
@@ -160,7 +156,7 @@ void vp_grid_gradient(const vp_grid *g, const double *scalar, double *out, int t
 {
     (void)threads;
     long nk = g->n[2];
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (vp_grid_count(g) >= 32768) /* ~2 ns a node */
     for (long k = 0; k < nk; k++)
         for (int j = 0; j < g->n[1]; j++)
             for (int i = 0; i < g->n[0]; i++) {
@@ -219,10 +215,7 @@ static double jacobian_row(const double *restrict vec, double *restrict out, siz
  * (central inside, one-sided at the edges: the same expressions, so the same bits), with the
  * three components of one axis' difference taken together; returns the largest squared
  * Frobenius norm sum_ab J_ab^2 over the nodes (exact: a max, so the same for any thread count).
- * The field needs VP_GRID_PAD doubles past its last node (jacobian_row's 4-lane reads).
- * (It was nine calls of diff() per node, with their branches, and the norm in a separate
- * serial pass: the velocity phase is 1.06-1.12x faster at 1e5 vortons.  On 4-lane vectors,
- * a row at a time, the phase a further 1.05x.) */
+ * The field needs VP_GRID_PAD doubles past its last node (jacobian_row's 4-lane reads). */
 double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int threads)
 {
     (void)threads;
@@ -230,7 +223,8 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
     const size_t sy = (size_t)nn[0], sz = (size_t)nn[0] * (size_t)nn[1];
     const double den2 = 2.0 * g->h, den1 = 1.0 * g->h;
     double m2 = 0.0;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(max : m2)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(max : m2) \
+    if (vp_grid_count(g) >= 8192) /* ~6 ns a node */
     for (long k = 0; k < nn[2]; k++)
         for (int j = 0; j < nn[1]; j++) {
             /* the offsets down (lo) and up (hi) along y and z, and their spans: one-sided at
@@ -246,9 +240,9 @@ double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int th
 }
 
 /* The box of each of points [i0, i1): vp_bins_cell's along each axis, written out with the
- * clamps in double so that the loop vectorises (through vp_bins_cell's int clamps it ran
- * 1.3x slower; with the division and the counting in one loop, 3-4x).  Compiled for
- * AVX-512, AVX2 and the baseline (VP_CLONES). */
+ * clamps in double so that the loop vectorises (vp_bins_cell's int clamps, or the counting
+ * in the same loop, keep it scalar).  Compiled for AVX-512, AVX2 and the baseline
+ * (VP_CLONES). */
 VP_CLONES
 static void bins_cells(const vp_bins *b, const double *restrict x, size_t i0, size_t i1, size_t *restrict cid)
 {
@@ -264,51 +258,11 @@ static void bins_cells(const vp_bins *b, const double *restrict x, size_t i0, si
     }
 }
 
-/* vp_bins_build's counting sort, called by every thread of its team of nt. */
-static void bins_sort(const vp_bins *b, size_t n, const double *x, size_t ncell, int nt, size_t *start, size_t *order,
-                      size_t *cid, size_t *fill, size_t *part)
-{
-    int t = 0;
-#ifdef _OPENMP
-    t = omp_get_thread_num();
-#endif
-    long s0, s1, b0, b1; /* this thread's points and boxes (nt: the team's size) */
-    vp_thread_share((long)n, &s0, &s1);
-    vp_thread_share((long)ncell, &b0, &b1);
-    const size_t i0 = (size_t)s0, i1 = (size_t)s1, c0 = (size_t)b0, c1 = (size_t)b1;
-    size_t *cnt = fill + (size_t)t * ncell; /* this share's count per box, then its next slot */
-    memset(cnt, 0, ncell * sizeof(size_t));
-    bins_cells(b, x, i0, i1, cid);
-    for (size_t i = i0; i < i1; i++) cnt[cid[i]]++;
-#pragma omp barrier
-    size_t tot = 0; /* the points in this thread's boxes */
-    for (size_t c = c0; c < c1; c++)
-        for (int u = 0; u < nt; u++) tot += fill[(size_t)u * ncell + c];
-    part[t + 1] = tot;
-#pragma omp barrier
-#pragma omp single
-    {
-        part[0] = 0;
-        for (int u = 0; u < nt; u++) part[u + 1] += part[u];
-        start[ncell] = part[nt];
-    }
-    size_t run = part[t];
-    for (size_t c = c0; c < c1; c++) {
-        start[c] = run;
-        for (int u = 0; u < nt; u++) { const size_t k = fill[(size_t)u * ncell + c]; fill[(size_t)u * ncell + c] = run; run += k; }
-    }
-#pragma omp barrier
-    for (size_t i = i0; i < i1; i++) order[cnt[cid[i]]++] = i;
-}
-
 /* A cell list (physics.md 2.5's neighbour search; the tree's query grouping): n points binned
  * into boxes of side `cell` from lo, the side grown by 1.26x until there are at most
  * max_cells boxes; points beyond [lo, hi] (outliers) go to the edge boxes.  start[c] ..
  * start[c+1] index into order, the points of box c (x fastest) in index order: a counting
- * sort, O(n + cells), deterministic.  With threads > 1 and many points, each thread bins a
- * contiguous share of the points and counts them per box, and places them after the boxes'
- * points of the threads before it: the same order as the serial sort, for any thread count
- * (the serial binning of 1e5 vortons was 0.5 ms a step while the other thread waited). */
+ * sort, O(n + cells), deterministic, in parallel from VP_BINS_PARALLEL_MIN points. */
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
                   double max_cells, int threads)
 {
@@ -328,37 +282,66 @@ int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], con
     b->cell = cell;
     b->inv = 1.0 / cell;
     const size_t ncell = (size_t)b->nc[0] * b->nc[1] * b->nc[2];
-    const int nt = threads > 1 && n >= VP_BINS_PARALLEL_MIN ? threads : 1;
+    /* A stable counting sort.  In parallel, in three loops over fixed blocks of the points and
+     * runs of the boxes, so that any thread may take any part: each block of points counts
+     * its points per box (a row of fill per block); each run of boxes turns the counts into
+     * offsets (box c's points are the blocks' in block order), after one serial pass over the
+     * runs' totals; each block places its points.  The order within a box is the points' own,
+     * so the result is the same at any thread count and any split. */
+    const int par = threads > 1 && n >= VP_BINS_PARALLEL_MIN;
+    long nblk = 1, nrun = 1;
+    if (par) { /* a few blocks a thread, fewer where the rows of counts would outweigh the points */
+        const long most = VP_BLOCKS_PER_THREAD * (long)threads, rows = (long)(4 * n / (ncell + 1));
+        nblk = rows < threads ? threads : (rows > most ? most : rows);
+        nrun = most;
+    }
+    const long bsz = (long)(n + (size_t)nblk - 1) / nblk, csz = (long)(ncell + (size_t)nrun - 1) / nrun;
     size_t *start = malloc((ncell + 1) * sizeof(size_t)), *order = malloc((n + 1) * sizeof(size_t)),
-           *cid = malloc((n + 1) * sizeof(size_t)), *fill = malloc(((size_t)nt * ncell + 1) * sizeof(size_t)),
-           *part = malloc(((size_t)nt + 1) * sizeof(size_t));
+           *cid = malloc((n + 1) * sizeof(size_t)), *fill = malloc(((size_t)nblk * ncell + 1) * sizeof(size_t)),
+           *part = malloc(((size_t)nrun + 1) * sizeof(size_t));
     if (!start || !order || !cid || !fill || !part) {
         free(start); free(order); free(cid); free(fill); free(part); return VP_ERR_NOMEM;
     }
-    /* A counting sort in three parallel passes: each thread counts its share of the points
-     * per box (fill, a row per thread); each turns the counts of its share of the boxes into
-     * offsets (box c's points are the shares' in thread order), after one serial pass over
-     * the shares' totals; each places its points.  The order within a box is the points'
-     * own, so the result is the same at any thread count.  (The offsets were one serial pass
-     * over nt x ncell counts, which kept the build serial below 20000 points.) */
-    if (nt > 1) {
-#pragma omp parallel num_threads(nt)
-        bins_sort(b, n, x, ncell, nt, start, order, cid, fill, part);
-    } else { /* the same sort without a team (a region of one thread costs 0.3-0.6 us and a
-              * futex call; and called by one thread of an enclosing team, as in the overlap,
-              * bins_sort's barriers would bind to that team) */
-        memset(fill, 0, ncell * sizeof(size_t));
-        bins_cells(b, x, 0, n, cid);
-        for (size_t i = 0; i < n; i++) fill[cid[i]]++;
-        /* the offsets in fill, then copied to start whole: stored one by one, start's lines
-         * were fetched first, and when the last step's readers ran on other cores that took
-         * 3.9 us for the 1512 cells of ball_through_smoke's diffusion at frame 290 on the
-         * second of two threads (1.1 us on one thread); prefix and copy take 1.9 */
-        size_t run = 0;
-        for (size_t c = 0; c < ncell; c++) { const size_t k = fill[c]; fill[c] = run; run += k; }
-        memcpy(start, fill, ncell * sizeof(size_t));
-        start[ncell] = run;
-        for (size_t i = 0; i < n; i++) order[fill[cid[i]]++] = i;
+#pragma omp parallel num_threads(threads) if (par)
+    {
+#pragma omp for schedule(dynamic, 1)
+        for (long u = 0; u < nblk; u++) {
+            const size_t i0 = (size_t)(u * bsz), i1 = (size_t)vp_block_end(u, bsz, (long)n);
+            size_t *cnt = fill + (size_t)u * ncell;
+            memset(cnt, 0, ncell * sizeof(size_t));
+            if (i0 < i1) bins_cells(b, x, i0, i1, cid);
+            for (size_t i = i0; i < i1; i++) cnt[cid[i]]++;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (long r = 0; r < nrun; r++) { /* the run's total */
+            size_t tot = 0;
+            for (size_t c = (size_t)(r * csz); c < (size_t)vp_block_end(r, csz, (long)ncell); c++)
+                for (long u = 0; u < nblk; u++) tot += fill[(size_t)u * ncell + c];
+            part[r + 1] = tot;
+        }
+#pragma omp single
+        {
+            part[0] = 0;
+            for (long r = 0; r < nrun; r++) part[r + 1] += part[r];
+            start[ncell] = part[nrun];
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (long r = 0; r < nrun; r++) { /* the offsets of the run's boxes, per block */
+            size_t run = part[r];
+            for (size_t c = (size_t)(r * csz); c < (size_t)vp_block_end(r, csz, (long)ncell); c++) {
+                start[c] = run;
+                for (long u = 0; u < nblk; u++) {
+                    const size_t k = fill[(size_t)u * ncell + c];
+                    fill[(size_t)u * ncell + c] = run;
+                    run += k;
+                }
+            }
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (long u = 0; u < nblk; u++) {
+            size_t *next = fill + (size_t)u * ncell;
+            for (size_t i = (size_t)(u * bsz); i < (size_t)vp_block_end(u, bsz, (long)n); i++) order[next[cid[i]]++] = i;
+        }
     }
     free(part);
     free(fill); free(cid);

@@ -1,13 +1,9 @@
 /* internal.h: the step's phase functions, shared between the core's files (not public). */
 #ifndef VP_INTERNAL_H
 #define VP_INTERNAL_H
-#include <sched.h>
 #include <stdlib.h>
 #include "vortonpy.h"
 #include "cpu.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Four doubles in one AVX register (GCC/clang vector extension; lowered to SSE pairs in the
  * baseline clones): PSE's pair records, the FFT lines' lane records. */
@@ -35,41 +31,18 @@ typedef double vp_v4d __attribute__((vector_size(32)));
  * functions [b * block, vp_block_end(b, block, n)). */
 static inline long vp_block_end(long b, long block, long n) { return (b + 1) * block < n ? (b + 1) * block : n; }
 
-/* This thread's even, contiguous share [*i0, *i1) of n items, inside a parallel region (all
- * of them outside one). */
-static inline void vp_thread_share(long n, long *i0, long *i1)
+/* The block size of a parallel loop over n items handed out by schedule(dynamic, 1): about
+ * VP_BLOCKS_PER_THREAD blocks a thread, so that a thread slowed by other work on its core
+ * leaves its blocks to the others, and a multiple of `least`: a kernel's own block, and at
+ * least ~50 us of work (waking a sleeping thread costs tens of microseconds, and every region
+ * is a point where a thread the system has set aside holds up the others), so that a loop of
+ * one block runs without a region. */
+#define VP_BLOCKS_PER_THREAD 8
+static inline long vp_block_size(long n, int threads, long least)
 {
-    long t = 0, T = 1;
-#ifdef _OPENMP
-    t = omp_get_thread_num(); T = omp_get_num_threads();
-#endif
-    *i0 = n * t / T; *i1 = n * (t + 1) / T;
+    const long b = n / (VP_BLOCKS_PER_THREAD * (threads > 1 ? threads : 1));
+    return b > least ? (b + least - 1) / least * least : least;
 }
-
-/* Waiting for another thread's flag (release/acquire): a spinning thread's hint to the core
- * (x86 PAUSE) for the first ~VP_SPIN_PAUSES looks, then the CPU yielded between looks: with
- * more threads than cores the thread waited for may not be running. */
-#define VP_SPIN_PAUSES 256
-static inline void vp_spin_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-/* Wait until a shared counter reaches target (counts stored with release). */
-static inline void vp_wait_count(const long *count, long target)
-{
-    for (int k = 0; __atomic_load_n(count, __ATOMIC_ACQUIRE) < target;) {
-        if (k < VP_SPIN_PAUSES) { vp_spin_pause(); k++; }
-        else sched_yield();
-    }
-}
-/* Wait until a flag (0, then 1 stored with release) is set. */
-static inline void vp_wait_flag(const long *flag) { vp_wait_count(flag, 1); }
-
-/* The next of a shared counter's items for the calling thread (the loops whose threads
- * claim chunks or tasks as they come: `for (long c; (c = vp_claim(&next)) < n;)`). */
-static inline long vp_claim(long *next) { return __atomic_fetch_add(next, 1, __ATOMIC_RELAXED); }
 
 /* The step's phases, in physics.md section 2's order (each returns a vp_status). */
 int vp_domain_update(vp_sim *s);                 /* 2.1 domain.c */
@@ -99,7 +72,6 @@ void vp_poisson_free(struct vp_poisson *p);      /* the solver's cache (NULL: no
  * particle is an outlier (domain.c, physics.md 2.1); on the sim's threads, or (_serial) on
  * the calling thread alone, inside a parallel region beside other work. */
 void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]);
-void vp_robust_limits_serial(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]);
 /* At least `doubles` doubles of the sim's scratch memory (workspace.c); NULL when out of memory. */
 double *vp_sim_scratch(vp_sim *s, size_t doubles);
 /* Room for item n of `size` bytes in *array (workspace.c); *n_allocated grows by doubling. */
@@ -124,7 +96,7 @@ static inline int vp_cell_count(double span, double cell)
     const double q = span / cell;
     return q >= 0 && q < 1e9 ? (int)q + 1 : (q >= 1e9 ? 1000000000 : 1);
 }
-#define VP_BINS_PARALLEL_MIN 1024 /* points, below which vp_bins_build sorts on one thread */
+#define VP_BINS_PARALLEL_MIN 16384 /* points, below which vp_bins_build sorts on one thread */
 int vp_bins_build(vp_bins *b, size_t n, const double *x, const double lo[3], const double hi[3], double cell,
                   double max_cells, int threads);
 void vp_bins_free(vp_bins *b);

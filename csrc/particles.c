@@ -167,54 +167,62 @@ int vp_sim_compact_tracers(vp_sim *s, const unsigned char *keep)
     return VP_OK;
 }
 
-/* Rows [k, n) of nf fields (f[j]: w[j] doubles a row) moved down to [0, n - k), in order, by
- * the threads: each moves a contiguous share of the destination rows.  A share's source
- * reaches up to k rows into the next shares' destinations, so each thread first copies
- * those rows of its source aside (at most min(k, its share) rows), and after a barrier moves
- * the rest and then the copy.  The result is memmove's, for any thread count; if a thread
- * cannot get its buffer, nobody moves anything in parallel and one thread does it all. */
+/* Rows [k, n) of nf fields (f[j]: w[j] doubles a row) moved down to [0, n - k), in order, in
+ * blocks of the destination rows that any thread may take.  A block's source reaches up to k
+ * rows into the next blocks' destinations, so every block first copies those rows of its
+ * source aside (at most min(k, its size) rows), and after a barrier moves the rest and then
+ * the copy.  The result is memmove's, for any thread count; without the memory for the copies
+ * one thread moves it all. */
 #define VP_SHIFT_PARALLEL_MIN ((size_t)1 << 16) /* doubles moved, below which one thread moves them */
-static void shift_rows(double *const *f, const int *w, int nf, size_t n, size_t k, int threads)
+typedef struct {
+    double *const *f; const int *w; int nf; /* the fields */
+    size_t m, k, ws;                        /* rows moved, the shift, doubles a row (all fields) */
+    long bs;                                /* rows a block */
+    double *aside;                          /* a block's copy at aside + u min(bs, k) ws */
+} shift_plan;
+
+/* Block u of a shift (phase 0: its copy aside; 1: its move). */
+static void shift_block(const shift_plan *P, long u, int phase)
 {
-    const size_t m = n - k;
-    size_t ws = 0;
-    for (int j = 0; j < nf; j++) ws += (size_t)w[j];
-    int fail = !(threads > 1 && m * ws >= VP_SHIFT_PARALLEL_MIN);
-    if (!fail) {
-#pragma omp parallel num_threads(threads)
-        {
-            long r0, r1;
-            vp_thread_share((long)m, &r0, &r1);
-            const size_t a = (size_t)r0, b = (size_t)r1, s0 = b > a + k ? b : a + k; /* aside: rows [s0, b + k) */
-            const size_t len = b + k - s0;
-            double *mine = len ? malloc(len * ws * sizeof(double)) : NULL;
-            if (len && !mine) {
-#pragma omp atomic write
-                fail = 1;
-            } else {
-                for (size_t j = 0, o = 0; j < (size_t)nf; o += (size_t)w[j++] * len)
-                    memcpy(mine + o, f[j] + s0 * (size_t)w[j], len * (size_t)w[j] * sizeof(double));
-            }
-#pragma omp barrier
-            int failed;
-#pragma omp atomic read
-            failed = fail;
-            if (!failed)
-                for (size_t j = 0, o = 0; j < (size_t)nf; o += (size_t)w[j++] * len) {
-                    memmove(f[j] + a * (size_t)w[j], f[j] + (a + k) * (size_t)w[j], (s0 - k - a) * (size_t)w[j] * sizeof(double));
-                    memcpy(f[j] + (s0 - k) * (size_t)w[j], mine + o, len * (size_t)w[j] * sizeof(double));
-                }
-            free(mine);
+    const size_t k = P->k, a = (size_t)u * (size_t)P->bs, e = (size_t)vp_block_end(u, P->bs, (long)P->m);
+    const size_t s0 = e > a + k ? e : a + k, len = e + k - s0; /* aside: source rows [s0, e + k) */
+    double *mine = P->aside + (size_t)u * ((size_t)P->bs < k ? (size_t)P->bs : k) * P->ws;
+    for (int j = 0; j < P->nf; mine += (size_t)P->w[j++] * len) {
+        double *fj = P->f[j];
+        const size_t wj = (size_t)P->w[j];
+        if (phase == 0) {
+            memcpy(mine, fj + s0 * wj, len * wj * sizeof(double));
+        } else {
+            memmove(fj + a * wj, fj + (a + k) * wj, (s0 - k - a) * wj * sizeof(double));
+            memcpy(fj + (s0 - k) * wj, mine, len * wj * sizeof(double));
         }
     }
-    if (fail)
-        for (int j = 0; j < nf; j++) memmove(f[j], f[j] + k * (size_t)w[j], m * (size_t)w[j] * sizeof(double));
+}
+
+static void shift_rows(double *const *f, const int *w, int nf, size_t n, size_t k, int threads)
+{
+    shift_plan P = {f, w, nf, n - k, k, 0, 0, NULL};
+    for (int j = 0; j < nf; j++) P.ws += (size_t)w[j];
+    P.bs = vp_block_size((long)P.m, threads, 1024);
+    const long nb = ((long)P.m + P.bs - 1) / P.bs;
+    if (threads > 1 && nb > 1 && P.m * P.ws >= VP_SHIFT_PARALLEL_MIN)
+        P.aside = malloc((size_t)nb * ((size_t)P.bs < k ? (size_t)P.bs : k) * P.ws * sizeof(double));
+    if (!P.aside) {
+        for (int j = 0; j < nf; j++) memmove(f[j], f[j] + k * (size_t)w[j], P.m * (size_t)w[j] * sizeof(double));
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    for (int phase = 0; phase < 2; phase++) {
+#pragma omp for schedule(dynamic, 1)
+        for (long u = 0; u < nb; u++) shift_block(&P, u, phase);
+    }
+    free(P.aside);
 }
 
 /* Particles expire oldest first, and the oldest come first (emitters append), so the usual
  * removal is a prefix: the rows left are moved down on the threads, with none of the
- * compaction's serial scans of a keep mask (hot_ball's 5e4 tracers: 0.27 ms once every 10
- * frames).  A block a view shares goes through the compaction, which copies it. */
+ * compaction's serial scans of a keep mask.  A block a view shares goes through the
+ * compaction, which copies it. */
 int vp_sim_drop_front(vp_sim *s, int kind, size_t k)
 {
     size_t n = kind ? s->tracers.n : s->vortons.n;

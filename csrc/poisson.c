@@ -23,8 +23,7 @@
  * whatever the length unit), and the velocity comes back into the double grid.  Rounding through the
  * six 3D transforms is a few 1e-7 of the field's largest value, far below the method's own
  * error (the CIC splat and the kernel's core: 1e-2 to 1e-1 against the direct sum); poisson's
- * error against the direct sum is unchanged to six digits from the double transforms, which
- * ran the solve 1.3x (hot_ball) to 1.6x (1e5 vortons) slower.
+ * error against the direct sum is the double transforms' to six digits.
  *
  * Smoothing.  CIC spreads each vorton with per-axis variance h^2/6; the kernel core adds
  * sigma^2/2 (kernel.h).  A vorton of radius s carried by the direct solver has variance s^2/2,
@@ -58,8 +57,7 @@
 #define SIGMA_MIN_CELLS 0.8
 #define RATIO_STEPS_PER_OCTAVE 16.0
 /* The transforms run in parallel above this many complex values per component (M0 N1 N2):
- * 300 to 2000 vortons (9^3 to 15^3 grids, lattices of 3240 to 14400 values) gain 1.4-1.5x
- * from a second thread; a threshold of 20000 left them serial. */
+ * from a few hundred vortons a second thread pays. */
 #define POISSON_PARALLEL_MIN 2000
 #define POISSON_MAX_OUT_SCALE 1e30 /* (vp_poisson_velocity_grid: beyond it, in float32 with the kernel, inf) */
 
@@ -174,9 +172,8 @@ static inline void scatter_lanes(const float *lanes, size_t N, int t, int B, flo
  * used whole, each block as groups of VP_FFT_LANES lines transformed together (fft_lines.h;
  * lanes past the last line carry zeros).  Input beyond t >= n_in is taken as zero; only
  * t < n_keep is written back.  buf: line_buffer_floats.  Nonzero when out of memory. */
-#define LINE_BLOCK 16 /* (8, 16, 32 measured within 5% of each other) */
-#define ROW_BLOCK 32  /* lines per z-convolution block (convolve_row): 1.06-1.08x over 8 on the 1e5
-                         lattice, 0.9-0.97x on hot_ball's small lattices (A/B, before the shuffles) */
+#define LINE_BLOCK 16 /* (8 to 32 about the same) */
+#define ROW_BLOCK 32  /* lines per z-convolution block (convolve_row) */
 #define GROUPS (LINE_BLOCK / VP_FFT_LANES)
 #define ROW_GROUPS (ROW_BLOCK / VP_FFT_LANES)
 VP_CLONES
@@ -273,8 +270,8 @@ static int plane_inverse(struct vp_poisson *p, double *dst, const int n[3], int 
 }
 
 /* Stage A: a parallel loop over the 3 n2 (component, plane) pairs, by component and then
- * plane, so that tasks that run together work on neighbouring planes of one component (the
- * serial splat's path; the parallel splat takes this stage itself, splat_forward). */
+ * plane, so that tasks that run together work on neighbouring planes of one component (after
+ * the serial splat; the parallel one takes this stage itself, splat_forward). */
 static int forward_pass(struct vp_poisson *p, const double *field, const int n[3], int threads)
 {
     int fail = 0;
@@ -302,9 +299,8 @@ static int forward_pass(struct vp_poisson *p, const double *field, const int n[3
  * source-target distance since N >= 2n, without a partner) are dropped, so
  * its DFT is -i times the DST-I along c and the DCT-I along the others of its values on the
  * octant of offsets 0 .. N/2 (vp_fft_kernel_octant), in double: an eighth of the lattice.
- * It is rebuilt whenever the padded lattice changes (in hot_ball ~19 times over frames
- * 330-930); the full transforms of the three components it replaced cost 9.4 ms at N = 100
- * and 0.7 ms in hot_ball (as much as several solves), this 3.6 and 0.27. */
+ * It is rebuilt whenever the padded lattice changes (a growing plume changes it every few
+ * dozen frames), at about a third of the cost of the three components' full transforms. */
 static int build_kernel(struct vp_poisson *p, int threads)
 {
     const int N0 = p->N[0], N1 = p->N[1], N2 = p->N[2], M0 = p->M0, H1 = N1 / 2 + 1, H2 = N2 / 2 + 1;
@@ -316,7 +312,7 @@ static int build_kernel(struct vp_poisson *p, int threads)
     (void)threads;
 #pragma omp parallel num_threads(threads) reduction(| : fail) if (p->len > POISSON_PARALLEL_MIN)
     {
-#pragma omp for schedule(static)
+#pragma omp for schedule(guided)
         for (long k = 0; k < H2; k++)
             for (int j = 0; j < H1; j++)
                 for (int i = 0; i < M0; i++) {
@@ -409,15 +405,12 @@ static int convolve_row(struct vp_poisson *p, const int n[3], float f, int j, fl
     return 0;
 }
 
-/* Stages B and C in one parallel region.  Stage B over every y-row of the lattice; rows are
- * independent and cost the same, so each thread takes one contiguous run of them (a row's
- * values in a plane are M0 complex values, not a whole number of cache lines: neighbouring
- * rows on two threads shared a cache line in every plane, which made 2 threads slower than 1
- * on small lattices).  Then stage C, a task a z-plane with its three components, so that each
- * cache line of the interleaved field is written by one thread only (by component, the lines
- * moved between the cores' caches from one component to the next: the pass ran 1.4x on two
- * threads in hot_ball, the forward one 2x), and the planes in contiguous runs by the same
- * static schedule as vp_grid_jacobian's, which reads the field next. */
+/* Stages B and C in one parallel region: stage B over every y-row of the lattice, then
+ * stage C a task a z-plane with its three components, so that each cache line of the
+ * interleaved field is written by one thread.  Guided schedules: long runs of neighbouring
+ * rows first (a row's M0 complex values are not a whole number of cache lines, so rows
+ * taken by two threads at once share one), shorter ones at the end so that a thread slowed
+ * by other work on its core does not hold up the rest. */
 static int convolve_inverse(struct vp_poisson *p, double *field, const int n[3], float f, int threads)
 {
     const size_t nb = line_buffer_floats(p);
@@ -428,10 +421,10 @@ static int convolve_inverse(struct vp_poisson *p, double *field, const int n[3],
     {
         float *buf = line_buffer(nb);
         if (!buf) fail = 1;
-#pragma omp for schedule(static)
+#pragma omp for schedule(guided, 2)
         for (long j = 0; j < N1; j++)
             if (buf) fail |= convolve_row(p, n, f, (int)j, buf);
-#pragma omp for schedule(static)
+#pragma omp for schedule(guided)
         for (long k = 0; k < (long)n[2]; k++)
             for (int c = 0; c < 3 && buf; c++) fail |= plane_inverse(p, field, n, c, (int)k, buf);
         free(buf);
@@ -454,9 +447,9 @@ static int smooth_size(int n)
 /* Cloud-in-cell splat of a strength a (3 components) at x: grid.c's splat_one arithmetic,
  * the same weights in the same order, so the same bits, but with the 8 corners unrolled (two
  * runs of 6 contiguous doubles per (y, z) pair of corners) instead of a call per vorton with
- * runtime loops, which made the splat a quarter of the solve at 1e5 vortons.  In two parts:
- * the cell, and the splat of its z planes c0 .. c1 (0: the cell's lower plane, 1: its upper
- * one), so that the parallel splat can write only the planes a thread owns.
+ * runtime loops.  In two parts: the cell, and the splat of its z planes c0 .. c1 (0: the
+ * cell's lower plane, 1: its upper one), so that the parallel splat can write one plane at a
+ * time.
  *
  * The cell of x: 1 if x is off the grid (NaN included), else 0 with its first node in *base,
  * its z index in *k0 and the in-cell fractions in f (the domain gives every axis at least 2
@@ -499,102 +492,93 @@ static inline void strength_of(const double *w, const double *rad, size_t i, dou
     a[0] = w[3 * i] * V; a[1] = w[3 * i + 1] * V; a[2] = w[3 * i + 2] * V;
 }
 
-/* The splat in parallel, from this many vortons (fewer: the serial loop below, which also
- * takes fewer passes over memory).  Was 20000; hot_ball's poisson frames (1000-1500
- * vortons) ran their velocity phase 1.03x faster with 512, the same bits. */
-#define POISSON_SPLAT_PARALLEL_MIN 512
+/* The splat in parallel from this many vortons (fewer: the serial loop below, which takes
+ * fewer passes over memory and no waits between them). */
+#define POISSON_SPLAT_PARALLEL_MIN 8192
 #define POISSON_SUM_BLOCK 4096
 
-/* Splat the strengths of the n vortons into field (zeroed here), then the forward pass's
- * first stage (plane_forward) on every plane; out[i] = 1 for a vorton the grid does not hold
- * (0 otherwise), am[i] = |a_i| for the others.  In parallel and bitwise the same as the serial
- * order: first every vorton's cell, fractions and strength (a pass over vortons, which also
- * counts each z plane's parts), then each thread zeroes the z planes it owns and splats into
- * them the parts of every vorton that fall there, in index order, so that each node's sum is
- * taken in the same order as the serial loop's, for any thread count.  The threads own runs
- * of planes with even shares of the parts (even shares of the planes left one thread 72-91%
- * of the parts in hot_ball's rising plume; the split does not change the sums).  Each thread
- * then transforms its own planes, which are in its cache, and then takes the planes another
- * thread has not reached once that thread's splat is done (a plane's transform is the same
- * whichever thread takes it).  (As a separate pass with the planes handed out as they came,
- * half of each thread's planes were read from the other core's cache: the pass did 1.26x the
- * one-thread work on two threads in hot_ball.)  ws: 8n doubles of the sim's scratch (kept
- * between steps: 1e6 vortons' 48 MB of fractions and strengths came fresh from mmap every
- * step, its page faults serialising the threads).  Nonzero when out of memory. */
-#define SPLAT_MAX_THREADS 64
+/* The strengths of the n vortons splatted into field, then the forward pass's first stage
+ * (plane_forward) on every plane, in parallel and bitwise the same as the serial splat and
+ * forward_pass.  Three loops over fixed blocks and planes, so any thread may take any part:
+ *  - per block of POISSON_SUM_BLOCK vortons, each vorton's cell, fractions and strength, the
+ *    block's count of vortons per lower z plane k0, and the block's sums of |a| and |a| s^2
+ *    (in index order, as the serial loop sums them) and of vortons off the grid (k0 = -1);
+ *  - the vortons sorted by k0, stably (a counting sort by blocks), so that each plane's list
+ *    is in index order;
+ *  - per z plane, the parts of the vortons with k0 = z (their lower plane) and k0 = z - 1
+ *    (their upper one), merged in index order, so that each node sums its parts in the serial
+ *    loop's order; then the plane's transforms while it is in cache.
+ * ws: 9n + 1 doubles of the sim's scratch, kept between steps (a fresh block each step costs
+ * its page faults); sums: per block |a|, |a| s^2 and the count off the grid.  Nonzero when out
+ * of memory. */
 static int splat_forward(struct vp_poisson *p, const vp_grid *g, double *field, size_t n, const double *x,
-                         const double *w, const double *rad, unsigned char *out, double *am, double *ws, int threads)
+                         const double *w, const double *rad, double *ws, double *sums, int threads)
 {
-    double *fa = ws;                     /* f (3) and a (3) per vorton */
-    size_t *base = (size_t *)(ws + 6 * n);
-    int *k0 = (int *)(ws + 7 * n);       /* 4 bytes each in 8 n bytes */
+    double *fa = ws;                         /* f (3) and a (3) per vorton */
+    size_t *base = (size_t *)(ws + 6 * n);   /* its first node */
+    size_t *order = (size_t *)(ws + 7 * n);  /* the vortons by plane */
+    int *k0 = (int *)(ws + 8 * n);           /* its lower plane, -1 off the grid (4 bytes each) */
     const int nz = g->n[2];
+    const long nb = (long)((n + POISSON_SUM_BLOCK - 1) / POISSON_SUM_BLOCK);
     const size_t plane = 3 * (size_t)g->n[0] * (size_t)g->n[1]; /* doubles per z plane */
-    if (threads > SPLAT_MAX_THREADS) threads = SPLAT_MAX_THREADS;
-    /* each thread's count of parts per plane (a row per thread), for the shares' planes zs */
-    size_t *cnt = calloc((size_t)threads * (size_t)(nz + 1), sizeof(size_t));
-    int zs[SPLAT_MAX_THREADS + 1];
-    /* per share: [0] the next of its (plane, component) transforms to claim, [1] its splat
-     * done; a cache line each */
-    long ctl[SPLAT_MAX_THREADS][8] __attribute__((aligned(64)));
-    memset(ctl, 0, sizeof ctl);
-    const size_t nb = line_buffer_floats(p);
+    const size_t nbuf = line_buffer_floats(p);
+    /* per block its count per plane, then its next slot per plane; start: each plane's first */
+    size_t *cnt = malloc(((size_t)nb * (size_t)nz + (size_t)nz + 1) * sizeof(size_t));
+    if (!cnt) return VP_ERR_NOMEM;
+    size_t *start = cnt + (size_t)nb * (size_t)nz;
     int fail = 0;
 #pragma omp parallel num_threads(threads) reduction(| : fail)
     {
-        int t = 0, nt = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num(); nt = omp_get_num_threads();
-#endif
-        size_t *ct = cnt ? cnt + (size_t)t * (size_t)(nz + 1) : NULL;
-#pragma omp for schedule(static)
-        for (long ii = 0; ii < (long)n; ii++) {
-            const size_t i = (size_t)ii;
-            double *fi = fa + 6 * i;
-            strength_of(w, rad, i, fi + 3);
-            out[i] = (unsigned char)strength_cell(g, x + 3 * i, fi, &base[i], &k0[i]);
-            if (out[i]) { k0[i] = -2; continue; } /* owned by no plane */
-            am[i] = sqrt(vp_dot3(fi + 3, fi + 3));
-            if (ct) { ct[k0[i]]++; ct[k0[i] + 1]++; } /* k0 + 1 <= nz - 1 */
+        float *buf = line_buffer(nbuf);
+        if (!buf) fail = 1;
+#pragma omp for schedule(dynamic, 1)
+        for (long b = 0; b < nb; b++) {
+            size_t *c = cnt + (size_t)b * (size_t)nz, no = 0;
+            memset(c, 0, (size_t)nz * sizeof(size_t));
+            const size_t i0 = (size_t)b * POISSON_SUM_BLOCK, i1 = (size_t)vp_block_end(b, POISSON_SUM_BLOCK, (long)n);
+            double sa = 0.0, ss = 0.0;
+            for (size_t i = i0; i < i1; i++) {
+                double *fi = fa + 6 * i;
+                strength_of(w, rad, i, fi + 3);
+                if (strength_cell(g, x + 3 * i, fi, &base[i], &k0[i])) { k0[i] = -1; no++; continue; }
+                c[k0[i]]++;
+                const double m = sqrt(vp_dot3(fi + 3, fi + 3));
+                sa += m; ss += m * rad[i] * rad[i];
+            }
+            sums[3 * b] = sa; sums[3 * b + 1] = ss; sums[3 * b + 2] = (double)no;
         }
 #pragma omp single
         {
-            zs[0] = 0; zs[nt] = nz;
-            if (!cnt) /* (no counts: even shares of the planes) */
-                for (int u = 1; u < nt; u++) zs[u] = (int)((long)nz * u / nt);
-            else {
-                size_t total = 0, run = 0;
-                for (int z = 0; z < nz; z++) { /* every thread's counts into row 0 */
-                    for (int u = 1; u < nt; u++) cnt[z] += cnt[(size_t)u * (size_t)(nz + 1) + z];
-                    total += cnt[z];
+            size_t run = 0;
+            for (int z = 0; z < nz; z++) {
+                start[z] = run;
+                for (long b = 0; b < nb; b++) {
+                    const size_t k = cnt[(size_t)b * (size_t)nz + (size_t)z];
+                    cnt[(size_t)b * (size_t)nz + (size_t)z] = run;
+                    run += k;
                 }
-                int u = 1; /* share u starts at the plane before which u / nt of the parts lie */
-                for (int z = 0; z < nz; run += cnt[z++])
-                    while (u < nt && run * (size_t)nt >= total * (size_t)u) zs[u++] = z;
-                while (u < nt) zs[u++] = nz;
             }
+            start[nz] = run;
         }
-        const int z0 = zs[t], z1 = zs[t + 1]; /* planes [z0, z1) */
-        memset(field + plane * (size_t)z0, 0, plane * (size_t)(z1 - z0) * sizeof(double));
-        for (size_t i = 0; i < n; i++) {
-            const int k = k0[i], c0 = k >= z0 ? 0 : 1, c1 = k + 1 < z1 ? 1 : 0;
-            if (k + 1 < z0 || k >= z1 || c0 > c1) continue;
-            splat_planes(g, field, base[i], fa + 6 * i, fa + 6 * i + 3, c0, c1);
+#pragma omp for schedule(dynamic, 1)
+        for (long b = 0; b < nb; b++) {
+            size_t *next = cnt + (size_t)b * (size_t)nz;
+            const size_t i0 = (size_t)b * POISSON_SUM_BLOCK, i1 = (size_t)vp_block_end(b, POISSON_SUM_BLOCK, (long)n);
+            for (size_t i = i0; i < i1; i++)
+                if (k0[i] >= 0) order[next[k0[i]]++] = i;
         }
-        __atomic_store_n(&ctl[t][1], 1, __ATOMIC_RELEASE);
-        float *buf = line_buffer(nb);
-        if (!buf) fail = 1;
-        for (int v = 0; v < nt && buf; v++) { /* own share first, then the others' */
-            const int u = (t + v) % nt;
-            const long tasks = 3L * (zs[u + 1] - zs[u]);
-            if (v) {
-                if (__atomic_load_n(&ctl[u][0], __ATOMIC_RELAXED) >= tasks) continue;
-                vp_wait_flag(&ctl[u][1]);
+#pragma omp for schedule(dynamic, 1)
+        for (int z = 0; z < nz; z++) {
+            memset(field + plane * (size_t)z, 0, plane * sizeof(double));
+            /* lower parts: k0 = z (none on the last plane); upper parts: k0 = z - 1 */
+            size_t lq = start[z], le = start[z + 1];
+            size_t uq = z > 0 ? start[z - 1] : 0, ue = z > 0 ? start[z] : 0;
+            while (lq < le || uq < ue) {
+                const int upper = lq == le || (uq < ue && order[uq] < order[lq]);
+                const size_t i = upper ? order[uq++] : order[lq++];
+                splat_planes(g, field, base[i], fa + 6 * i, fa + 6 * i + 3, upper, upper);
             }
-            for (long q; (q = vp_claim(&ctl[u][0])) < tasks;) {
-                const int k = zs[u] + (int)(q / 3), c = (int)(q % 3);
-                fail |= plane_forward(p, field, g->n, c, k, p->work[c], buf);
-            }
+            for (int c = 0; c < 3 && buf; c++) fail |= plane_forward(p, field, g->n, c, z, p->work[c], buf);
         }
         free(buf);
     }
@@ -650,45 +634,26 @@ int vp_poisson_velocity_grid(vp_sim *s)
     size_t *out_idx = NULL, out_cap = 0;
     double wsum = 0.0, s2sum = 0.0;
     const int par = threads > 1 && n >= POISSON_SPLAT_PARALLEL_MIN;
-    /* the parallel splat's work (8n), |a| (n) and the outside flags (n bytes) in the scratch */
-    double *wk = par ? vp_sim_scratch(s, 9 * n + n / sizeof(double) + 1) : NULL;
-    if (par && !wk) return VP_ERR_NOMEM;
-    double *am = par ? wk + 8 * n : NULL;
-    unsigned char *outside = par ? (unsigned char *)(wk + 9 * n) : NULL;
-    /* (the parallel splat also takes the forward pass's first stage, plane_forward) */
-    int st = par ? splat_forward(p, g, vel, n, x, w, rad, outside, am, wk, threads) : VP_OK;
-    if (st) return st;
-    if (!par) memset(vel, 0, 3 * nn * sizeof(double));
+    int st = VP_OK;
     /* the sums in blocks of POISSON_SUM_BLOCK vortons, added in block order: the same
-     * rounding on both paths, and the parallel one sums its blocks in parallel (a serial
-     * pass over 1e5 vortons, its sum spilled to the stack, was 0.3 ms a step) */
+     * rounding on both paths */
     const size_t nb = (n + POISSON_SUM_BLOCK - 1) / POISSON_SUM_BLOCK;
-    if (par) {
-        double *bs = malloc(2 * nb * sizeof(double));
-        size_t *bo = malloc(nb * sizeof(size_t));
-        int nomem = !bs || !bo;
-        if (!nomem) {
-#pragma omp parallel for num_threads(threads) schedule(static) if (nb > 1)
-            for (long b = 0; b < (long)nb; b++) {
-                const size_t i0 = (size_t)b * POISSON_SUM_BLOCK, i1 = i0 + POISSON_SUM_BLOCK < n ? i0 + POISSON_SUM_BLOCK : n;
-                double ws = 0.0, ss = 0.0;
-                size_t no = 0;
-                for (size_t i = i0; i < i1; i++) {
-                    if (outside[i]) { no++; continue; }
-                    ws += am[i]; ss += am[i] * rad[i] * rad[i];
-                }
-                bs[2 * b] = ws; bs[2 * b + 1] = ss; bo[b] = no;
-            }
-            for (size_t b = 0; b < nb; b++) { wsum += bs[2 * b]; s2sum += bs[2 * b + 1]; n_out += bo[b]; }
-            if (n_out) {
-                out_idx = malloc(n_out * sizeof *out_idx);
-                nomem = !out_idx;
-                for (size_t i = 0, k = 0; i < n && out_idx; i++) if (outside[i]) out_idx[k++] = i;
-            }
+    if (par) { /* (the parallel splat also takes the forward pass's first stage) */
+        double *wk = vp_sim_scratch(s, 9 * n + 1), *sums = malloc(3 * nb * sizeof(double));
+        st = wk && sums ? splat_forward(p, g, vel, n, x, w, rad, wk, sums, threads) : VP_ERR_NOMEM;
+        for (size_t b = 0; b < nb && !st; b++) {
+            wsum += sums[3 * b]; s2sum += sums[3 * b + 1]; n_out += (size_t)sums[3 * b + 2];
         }
-        free(bs); free(bo);
-        if (nomem) return VP_ERR_NOMEM;
+        free(sums);
+        if (!st && n_out) { /* the vortons off the grid, whose lower plane is -1 */
+            const int *k0 = (const int *)(wk + 8 * n);
+            out_idx = malloc(n_out * sizeof *out_idx);
+            if (!out_idx) st = VP_ERR_NOMEM;
+            for (size_t i = 0, k = 0; i < n && out_idx; i++) if (k0[i] < 0) out_idx[k++] = i;
+        }
+        if (st) return st;
     } else {
+        memset(vel, 0, 3 * nn * sizeof(double));
         for (size_t b = 0; b < nb; b++) {
             const size_t i0 = b * POISSON_SUM_BLOCK, i1 = i0 + POISSON_SUM_BLOCK < n ? i0 + POISSON_SUM_BLOCK : n;
             double ws = 0.0, ss = 0.0;
@@ -745,7 +710,7 @@ int vp_poisson_velocity_grid(vp_sim *s)
     if (n_out) {
         const long nodes = (long)nn;
         const int n0 = g->n[0], n1 = g->n[1];
-#pragma omp parallel for num_threads(threads) schedule(static) if (nodes * (long)n_out > 100000)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 64) if (nodes * (long)n_out > 100000)
         for (long id = 0; id < nodes; id++) {
             int i = (int)(id % n0), j = (int)((id / n0) % n1), k = (int)(id / n0 / n1);
             double pt[3] = {g->origin[0] + h * i, g->origin[1] + h * j, g->origin[2] + h * k}, u[3] = {0, 0, 0};

@@ -18,9 +18,6 @@
 #include <limits.h>
 #include "internal.h"
 #include "kernel.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* M4' interpolation kernel, support |x| < 2 (Monaghan 1985). */
 static inline double m4p(double x)
@@ -35,10 +32,10 @@ static inline double m4p(double x)
  * mass, age, weight, velocity) onto its 4^3 nodes of the row-stored lattice (base: its first
  * node per axis, relative to the lattice origin o; roff, rx0: where each row's nodes start and
  * its first x node), the part that falls in lattice planes z0 <= z < z1.  In vorton order, so
- * every node's sums are taken in the same order whichever caller owns its plane: the threads
- * of vp_sim_remesh each scatter into the planes they own, and the result is the serial one, for
- * any thread count.  (Cloned for AVX2/AVX-512 it was 1.15x faster, a few microseconds a frame,
- * but contracted the sums into FMAs: other bits than the baseline.) */
+ * every node's sums are taken in the same order whichever caller owns its plane: the slabs of
+ * vp_sim_remesh each scatter into their own planes, and the result is the serial one, for any
+ * thread count.  (Not cloned for AVX2/AVX-512: the clones contract the sums into FMAs, which
+ * gives other bits than the baseline.) */
 static void remesh_scatter(size_t n, const unsigned char *inside, const long *base, const double *x, const double *w,
                            const double *r, const double *d, const double *age, const double *vel, double h,
                            const long o[3], const long m[3], const size_t *roff, const long *rx0, long z0, long z1,
@@ -124,8 +121,8 @@ int vp_sim_remesh(vp_sim *s)
     if (cells > (double)s->params.grid_max_points * 4.0) goto done; /* far too spread out: skip */
     /* The lattice is stored by rows (fixed y, z), each only over the x nodes that some kernel
      * reaches: a rising plume or two drops far apart fill a small part of their bounding box,
-     * which a dense lattice (9 doubles a node, zeroed and scanned three times) made a 10 ms
-     * stall every remesh in hot_ball.  The nodes are visited in the dense order (x fastest),
+     * which a dense lattice (9 doubles a node, zeroed and scanned three times) made a long
+     * stall every remesh.  The nodes are visited in the dense order (x fastest),
      * and the untouched ones carry nothing and are never kept, so the new vortons are the
      * same, in the same order, as from the dense lattice. */
     const size_t nrow = (size_t)m[1] * (size_t)m[2];
@@ -156,41 +153,35 @@ int vp_sim_remesh(vp_sim *s)
      * each: a third of the serial remainder) */
     amag = malloc((nn ? nn : 1) * sizeof(double));
     if (!amag) { free(base); st = VP_ERR_NOMEM; goto done; }
-    /* The scatter, each thread into a share of the lattice's z planes: deterministic,
-     * race-free, and the same bits as one thread (hot_ball remeshes ~1e3 vortons every 10
-     * frames; serial, it was a stall of the second thread).  The shares hold about equal
-     * numbers of the vortons' kernel planes (a plume fills its box unevenly: even shares of
-     * the planes left one thread with most of the work).  Then the magnitudes and their
+    /* The scatter by slabs of the lattice's z planes, each slab a task: deterministic,
+     * race-free, and the same bits as one thread.  The slabs hold about equal numbers of the
+     * vortons' kernel planes (a plume fills its box unevenly).  Then the magnitudes and their
      * largest value (max is exact: any order gives the same). */
     double amax = 0, dmax = 0;
     {
-        const int threads = vp_threads(s);
-        (void)threads;
-        long zs[9] = {0}; /* the threads' first planes (up to 8 threads share; more take even shares) */
-        const int team = threads < 8 ? threads : 8;
-        long *zc = team > 1 && nin >= REMESH_PARALLEL_MIN ? calloc((size_t)m[2] + 1, sizeof(long)) : NULL;
-        if (zc) { /* the kernel planes per lattice plane, and the split at equal cumulative counts */
+        const int threads = vp_threads(s), par = threads > 1 && nin >= REMESH_PARALLEL_MIN;
+        const long nslab = par ? (m[2] < 4L * threads ? m[2] : 4L * threads) : 1;
+        long *zs = malloc(((size_t)nslab + 1) * sizeof(long)); /* slab t: planes zs[t] .. zs[t + 1] - 1 */
+        long *zc = par ? calloc((size_t)m[2] + 1, sizeof(long)) : NULL;
+        if (!zs || (par && !zc)) { free(zs); free(zc); free(base); st = VP_ERR_NOMEM; goto done; }
+        zs[0] = 0;
+        zs[nslab] = m[2];
+        if (par) { /* the kernel planes per lattice plane, and the split at equal cumulative counts */
             for (size_t t = 0; t < nin; t++) for (int kz = 0; kz < 4; kz++) zc[base[3 * t + 2] + kz]++;
-            long tot = 4 * (long)nin, cum = 0;
-            int t = 1;
-            for (long z = 0; z < m[2] && t < team; z++) {
+            long tot = 4 * (long)nin, cum = 0, t = 1;
+            for (long z = 0; z < m[2] && t < nslab; z++) {
                 cum += zc[z];
-                while (t < team && cum * team >= tot * t) zs[t++] = z + 1;
+                while (t < nslab && cum * nslab >= tot * t) zs[t++] = z + 1;
             }
-            for (; t <= team; t++) zs[t] = m[2];
+            for (; t < nslab; t++) zs[t] = m[2];
             free(zc);
         }
-#pragma omp parallel num_threads(threads) if (nin >= REMESH_PARALLEL_MIN)
+#pragma omp parallel num_threads(threads) if (par)
         {
-            int me = 0, nth = 1;
-#ifdef _OPENMP
-            me = omp_get_thread_num(); nth = omp_get_num_threads();
-#endif
-            long z0 = m[2] * me / nth, z1 = m[2] * (me + 1) / nth;
-            if (nth == team && zs[team] == m[2]) { z0 = zs[me]; z1 = zs[me + 1]; }
-            remesh_scatter(n, inside, base, x, w, r, d, age, vel, h, o, m, roff, rx0, z0, z1, acc);
-#pragma omp barrier
-#pragma omp for schedule(static) reduction(max : amax, dmax)
+#pragma omp for schedule(dynamic, 1)
+            for (long t = 0; t < nslab; t++)
+                remesh_scatter(n, inside, base, x, w, r, d, age, vel, h, o, m, roff, rx0, zs[t], zs[t + 1], acc);
+#pragma omp for schedule(dynamic, 256) reduction(max : amax, dmax)
             for (long id = 0; id < (long)nn; id++) {
                 const double *A = acc + 9 * id;
                 const double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]), ad = fabs(A[3]);
@@ -199,6 +190,7 @@ int vp_sim_remesh(vp_sim *s)
                 dmax = ad > dmax ? ad : dmax;
             }
         }
+        free(zs);
     }
     free(base);
     double thr = s->params.remesh_threshold, ta = thr * amax, td = thr * dmax;

@@ -73,15 +73,15 @@ static int finite_range(const double *restrict a, size_t i0, size_t i1)
     return t == 0.0;
 }
 
-/* Whether every a[i] is finite, in parallel for large arrays: one block per thread.  Small
- * arrays are checked outside any parallel region (a region of one thread still costs more
- * than they take). */
+/* Whether every a[i] is finite, in parallel for large arrays: blocks of at least 2^16 values
+ * handed out to the threads.  Small arrays are checked outside any parallel region (a region
+ * of one thread still costs more than they take). */
 static int finite_array(const double *a, size_t n, int threads)
 {
-    const long nb = n > (1 << 16) && threads > 1 ? threads : 1, block = ((long)n + nb - 1) / nb;
-    if (nb == 1) return finite_range(a, 0, n);
+    const long block = vp_block_size((long)n, threads, 1 << 16), nb = ((long)n + block - 1) / block;
+    if (nb == 1 || threads < 2) return finite_range(a, 0, n);
     int ok = 1;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(& : ok) if (nb > 1)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(& : ok)
     for (long b = 0; b < nb; b++)
         ok &= finite_range(a, (size_t)(b * block), (size_t)vp_block_end(b, block, (long)n));
     return ok;

@@ -46,14 +46,12 @@ int vp_stretch(vp_sim *s)
     vp_vortons *v = &s->vortons;
     const long n = (long)v->n;
     if (!n || !s->params.stretch) return VP_OK;
-    int threads = vp_threads(s);
+    const int threads = vp_threads(s);
+    const long bs = vp_block_size(n, threads, 512), nb = (n + bs - 1) / bs; /* ~50 ns a vorton */
     (void)threads;
-    /* an even share of the vortons a thread */
-#pragma omp parallel num_threads(threads)
-    {
-        long i0, i1;
-        vp_thread_share(n, &i0, &i1);
-        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, i0, i1, v->position->data, v->vorticity->data);
-    }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (nb > 1)
+    for (long b = 0; b < nb; b++)
+        stretch_range(&s->grid, s->grid_jacobian, s->params.dt, b * bs, vp_block_end(b, bs, n), v->position->data,
+                      v->vorticity->data);
     return VP_OK;
 }

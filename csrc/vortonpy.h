@@ -139,7 +139,6 @@ void vp_grid_interpolate(const vp_grid *g, const double *field, int dim, const d
 /* Cloud-in-cell splat of n points (values: n rows of dim) into field (adds; points outside
  * are ignored), in parallel, the sums in a fixed order
  * independent of the thread count; work: vp_grid_splat_work(g, n) size_t's of scratch. */
-int vp_grid_splat_is_parallel(size_t n); /* whether vp_grid_splat_many splats n points in parallel */
 size_t vp_grid_splat_work(const vp_grid *g, size_t n);
 void vp_grid_splat_many(const vp_grid *g, double *field, int dim, size_t n, const double *x, const double *val,
                         size_t *work, int threads);

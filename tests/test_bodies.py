@@ -284,11 +284,11 @@ def test_tracers_end_the_step_outside_a_moving_spinning_ball(n_tracers):
 
 
 def test_contact_gives_the_same_bits_at_any_thread_count():
-    """The contact phase scans the vortons in blocks on the threads (which ones touch the ball,
-    their list, the others' SoA for the ambient velocity), and the tracers a ball pushes out
-    are projected inside the advection's blocks; both must give the sequential result bit for
-    bit.  ball_through_smoke's 512 vortons make two scan blocks, and the ball meets the fluid
-    from the first step (its fluid impulse grows)."""
+    """The contact phase scans the vortons in blocks on the threads from 1024 vortons (which
+    ones touch the ball, their list, the others' SoA for the ambient velocity: the test below
+    has that many), and the tracers a ball pushes out are projected inside the advection's
+    blocks; both must give the sequential result bit for bit.  In ball_through_smoke the ball
+    meets the fluid from the first step (its fluid impulse grows)."""
     out = []
     for threads in (1, 2):
         sim = vp.scenes.ball_through_smoke(tracers=2000, threads=threads)
@@ -303,13 +303,12 @@ def test_contact_gives_the_same_bits_at_any_thread_count():
 
 @pytest.mark.parametrize("radius, half, least", [(0.3, 6, 150), (0.5, 8, 600)])
 def test_contact_with_many_contacts_gives_the_same_bits_at_any_thread_count(radius, half, least):
-    """The shares' least-squares system grows with the contacts: its columns are split over
-    the threads, and its Gram matrix is built by column panels handed out to the team while
-    thread 0 factors each panel as soon as it is built (contact.c: solve_contacts), which must
-    give the single thread's bits at any team size.  A ball in a lattice of vortons touching
-    ~200 of them (ball_through_smoke's test above meets a few dozen), and one touching ~700,
-    solved in two chunks of at most 512 (the second's panels partial); up to 8 threads, more
-    than CI's cores, where a thread may wait for one that is not running."""
+    """The shares' least-squares system grows with the contacts: its columns and the column
+    panels of its Gram matrix are handed out to the team, then one thread factors it
+    (contact.c: solve_contacts), which must give the single thread's bits at any team size.
+    A ball in a lattice of vortons touching ~200 of them (ball_through_smoke's test above meets
+    a few dozen), and one touching ~700, solved in two chunks of at most 512 (the second's
+    panels partial); up to 8 threads, more than CI's cores."""
     h = 0.1
     g = np.arange(-half, half + 1) * h
     p = np.stack(np.meshgrid(g, g, g, indexing="ij"), -1).reshape(-1, 3) + 0.013  # off the lattice's symmetry
@@ -319,7 +318,7 @@ def test_contact_with_many_contacts_gives_the_same_bits_at_any_thread_count(radi
     touching = np.sum(np.linalg.norm(p, axis=1) < radius + r)
     assert touching >= least
     out = []
-    for threads in (1, 2, 3, 8):  # 8: more threads than this machine's cores (the waits yield)
+    for threads in (1, 2, 3, 8):  # 8: more threads than this machine's cores
         sim = vp.Sim(gravity=(0, 0, 0), threads=threads, viscosity=0.0)
         sim.add_vortons(p, w, r)
         sim.add_body(vp.RigidBody(radius=radius, mass=0.25, velocity=(0.5, 0, 0)))

@@ -7,7 +7,7 @@ import pytest
 import vortonpy as vp
 from vortonpy.scenes import lattice, radius_for_spacing
 
-from _child import child_npz, run_child
+from _child import run_child
 
 
 def ring_centre(sim):
@@ -200,102 +200,106 @@ def heat_step(p, rad, T, threads, kappa=0.01):
     return before, sim.vortons.temperature.copy()
 
 
-def test_pse_exchange_is_pairwise_and_thread_independent():
-    """PSE evaluates each pair once and adds equal and opposite exchanges to both particles,
-    in a fixed order.  Up to 4096 vortons the pair loop runs in slabs of blocks (diffuse.c,
-    PSE_SLAB_MAX: two up to 1024 vortons, four above), each taken whole by one thread, whose
-    writes to later slabs go to halo sums added afterwards in slab order: a slab's halo too
-    short, or its sums not added, or a slab left unfilled, fails this.  Heat diffusion of a
-    random cloud (no vorticity, no gravity: nothing else moves) of 3000 vortons (four slabs)
-    and of 700 (two), and of a dense cluster in sparse outliers (slabs one block thin and
-    empty ones, so that a halo reaches past the next slab: a halo cut at the next slab's end
-    fails there), is bitwise the same at 1, 2, 3 and 8 threads (more than CI's cores:
-    threads without a slab, and threads with two), conserves heat to rounding (1e-13 of the
-    heat exchanged) and matches a brute-force O(N^2) evaluation of the same exchange (float32
-    pair weights: 1e-5 relative)."""
-    rng = np.random.default_rng(3)
-    for n in (3000, 700):
-        p = rng.uniform(-1, 1, (n, 3))
-        check_pse_cloud(p, radius_for_spacing(2.0 / n ** (1 / 3)) * rng.uniform(0.8, 1.2, n), rng)
-    # (18 times the density its radii stand for: a smaller diffusivity keeps every rate sum
-    # under 1, so that the stability guard, which the brute force leaves out, stays off)
-    p = np.concatenate([rng.normal(0, 0.1, (2250, 3)), rng.uniform(-2, 2, (250, 3))])
-    check_pse_cloud(p, radius_for_spacing(0.05) * rng.uniform(0.8, 1.2, len(p)), rng, kappa=0.001)
+def viscous_step(p, rad, w, threads, nu=0.002):
+    """One step of a viscous cloud without stretching or gravity: diffusion alone changes the
+    vorticity (the vortons move, after it); the vorticity after."""
+    sim = vp.Sim(viscosity=nu, gravity=(0, 0, 0), stretch=0, threads=threads, dt=0.02)
+    sim.add_vortons(p, w, rad)
+    sim.step()
+    return sim.vortons.vorticity.copy()
 
 
-def check_pse_cloud(p, rad, rng, kappa=0.01):
+def pse_brute_force(p, rad, q, k, dt=0.02):
+    """The explicit PSE step of physics.md 2.5 for quantity q (n or n x 3) with diffusivity k,
+    by an O(N^2) sum: e = V^(1/3) (pse_width 1), e_ij the pair's mean, pairs cut at
+    pse_cutoff e_ij and the kernel renormalised for the cut (diffuse.c)."""
+    from math import erf
+    V = 4 / 3 * np.pi * rad ** 3
+    e = V ** (1 / 3)
+    d2 = np.sum((p[:, None, :] - p[None, :, :]) ** 2, -1)
+    eij = 0.5 * (e[:, None] + e[None, :])
+    u = d2 / eij ** 2
+    c = vp.Sim().pse_cutoff
+    m4 = 3 * np.sqrt(np.pi) / 8
+    kept = (m4 * erf(c) - np.exp(-c * c) * (0.5 * c ** 3 + 0.75 * c)) / m4
+    eta = 4 / np.pi ** 1.5 / kept * np.exp(-u) / eij ** 3 * (u <= c * c) / eij ** 2
+    np.fill_diagonal(eta, 0.0)
+    if q.ndim == 1:
+        return k * dt * np.sum(eta * V[None, :] * (q[None, :] - q[:, None]), 1)
+    return k * dt * np.einsum("ij,ijk->ik", eta * V[None, :], q[None, :, :] - q[:, None, :])
+
+
+def check_pse_cloud(p, rad, rng, kappa=0.01, nu=0.002):
+    """Heat and (separately) vorticity diffusion of the cloud p: the same bits at 1, 2, 3
+    and 8 threads (more than CI's cores); total heat sum T V and strength sum w V conserved to
+    rounding (1e-13 of what was exchanged); and the brute-force sum of the same exchange
+    (float32 pair weights: 1e-5 relative)."""
+    V = 4 / 3 * np.pi * rad ** 3
     T = 1.0 + 0.3 * np.exp(-4 * np.sum(p ** 2, 1)) + 0.01 * rng.standard_normal(len(p))
     out = [heat_step(p, rad, T, threads, kappa) for threads in (1, 2, 3, 8)]
     before = out[0][0]
     for other in out[1:]:
         assert np.array_equal(out[0][1], other[1])
     dT = out[0][1] - before
-    V = 4 / 3 * np.pi * rad ** 3
-    # the exchanges cancel pairwise: sum V dT is rounding only
+    assert np.any(dT != 0)
     assert abs(np.sum(V * dT)) < 1e-13 * np.sum(np.abs(V * dT))
-    # brute force, the kernel of docs/method.md step 5, cut and renormalised as in diffuse.c
-    from math import erf
-    e = V ** (1 / 3)
-    d2 = np.sum((p[:, None, :] - p[None, :, :]) ** 2, -1)
-    eij = 0.5 * (e[:, None] + e[None, :])
-    u = d2 / eij ** 2
-    c = vp.Sim().pse_cutoff  # (heat_step keeps the default)
-    m4 = 3 * np.sqrt(np.pi) / 8
-    kept = (m4 * erf(c) - np.exp(-c * c) * (0.5 * c ** 3 + 0.75 * c)) / m4
-    eta = 4 / np.pi ** 1.5 / kept * np.exp(-u) / eij ** 3 * (u <= c * c) / eij ** 2
-    ref = kappa * 0.02 * np.sum(eta * V[None, :] * (before[None, :] - before[:, None]), 1)
+    ref = pse_brute_force(p, rad, before, kappa)
     assert np.allclose(dT, ref, rtol=1e-5, atol=1e-5 * np.max(np.abs(ref)))
+    w = rng.standard_normal(p.shape)
+    outs = [viscous_step(p, rad, w, threads, nu) for threads in (1, 2)]
+    assert np.array_equal(outs[0], outs[1])
+    dw = outs[0] - w
+    assert np.all(np.abs(np.sum(V[:, None] * dw, 0)) < 1e-13 * np.sum(np.abs(V[:, None] * dw), 0))
+    ref = pse_brute_force(p, rad, w, nu)
+    assert np.allclose(dw, ref, rtol=1e-5, atol=1e-5 * np.max(np.abs(ref)))
 
 
-def test_pse_with_outliers_is_thread_independent():
-    """Up to 4096 vortons, a team builds the diffusion's cell list over the box of all the
-    positions while the robust limits are taken, and keeps it when that box lies inside them
-    (diffuse.c, PSE_SPECULATE_MAX); a set with vortons beyond them (three at 30 times the
-    cloud's size) has it built again over the box inside the limits, as one thread does.  So
-    heat diffusion is bitwise the same at 1, 2, 3 and 8 threads, with and without the
-    outliers (a list kept over the outliers' box fails this)."""
-    rng = np.random.default_rng(8)
-    base = rng.uniform(-1, 1, (1500, 3))
-    rad = radius_for_spacing(2.0 / 1500 ** (1 / 3)) * rng.uniform(0.8, 1.2, len(base))
-    T = 1.0 + 0.3 * np.exp(-4 * np.sum(base ** 2, 1)) + 0.01 * rng.standard_normal(len(base))
-    for far in (1.0, 30.0):
-        p = base.copy()
-        p[:3] *= far
-        out = [heat_step(p, rad, T, threads) for threads in (1, 2, 3, 8)]
-        assert np.any(out[0][1] != out[0][0])
-        for other in out[1:]:
-            assert np.array_equal(out[0][1], other[1]), far
+def test_pse_matches_brute_force_conserves_and_is_thread_independent():
+    """PSE (diffuse.c) in gather form: every vorton sums the exchange over its own neighbours
+    in one fixed order, each pair's weight the same float from either side, so the result is
+    bitwise the same at any thread count and the exchanges cancel pairwise.  Checked against a
+    brute-force O(N^2) sum (check_pse_cloud) on: a random cloud of mixed radii (the general
+    path) and one of a single radius (the path without per-pair spacings); a dense cluster in
+    sparse outliers, and three far outliers beyond the robust limits (edge cells of the cell
+    list); a thin tube along the diagonal (a sparse set: more cells than vortons)."""
+    rng = np.random.default_rng(3)
+    n = 1500
+    p = rng.uniform(-1, 1, (n, 3))
+    h = 2.0 / n ** (1 / 3)
+    check_pse_cloud(p, radius_for_spacing(h) * rng.uniform(0.8, 1.2, n), rng)
+    check_pse_cloud(p, np.full(n, radius_for_spacing(h)), rng)
+    q = p.copy()
+    q[:3] *= 30.0
+    check_pse_cloud(q, radius_for_spacing(h) * rng.uniform(0.8, 1.2, n), rng)
+    # (18 times the density its radii stand for: smaller diffusivities keep every rate sum
+    # under 1, so that the stability guard, which the brute force leaves out, stays off)
+    p = np.concatenate([rng.normal(0, 0.1, (1800, 3)), rng.uniform(-2, 2, (200, 3))])
+    check_pse_cloud(p, radius_for_spacing(0.05) * rng.uniform(0.8, 1.2, len(p)), rng, kappa=0.001, nu=0.0005)
+    t = rng.uniform(-1, 1, 2000)
+    p = t[:, None] * np.array([1.0, 0.8, 1.2]) + 0.05 * rng.standard_normal((2000, 3))
+    check_pse_cloud(p, radius_for_spacing(0.04) * rng.uniform(0.9, 1.1, 2000), rng, kappa=0.002, nu=0.0005)
 
 
-def test_pse_sparse_cloud_is_thread_independent():
-    """Past 4096 vortons (no slabs), a sparse cloud (a wake, a plume: fewer vortons than
-    cells of the diffusion's cell list) has a team take the pair loop's tasks in
-    critical-path order, each thread the first untaken task whose earlier-colour neighbours
-    are done (diffuse.c, pse_prio_list).  Any order that keeps those waits gives the colour
-    order's sums, so heat diffusion of a tube of vortons along the box's diagonal is bitwise
-    the same at 1, 2, 3 and 8 threads.  A task run before the earlier-colour tasks that share its rows fails
-    this (checked with both the readiness check and the waits after a claim removed; either
-    one alone still orders them); a deadlock in the claims hangs it, and pytest-timeout
-    turns that into a failure."""
-    for n, e in ((5000, 0.045), (8000, 0.04)):  # (a race shows in some clouds, not all)
-        rng = np.random.default_rng(11)
-        t = rng.uniform(-1, 1, n)
-        p = t[:, None] * np.array([1.0, 0.8, 1.2]) + 0.12 * rng.standard_normal((n, 3))
-        rad = radius_for_spacing(e) * rng.uniform(0.9, 1.1, n)
-        T = 1.0 + 0.3 * np.exp(-8 * t ** 2) + 0.01 * rng.standard_normal(n)
-        # the cell list's cell is half the cutoff at the largest spacing: more cells than vortons
-        cell = 0.5 * vp.Sim().pse_cutoff * vp.Sim().pse_width * np.max(4 / 3 * np.pi * rad ** 3) ** (1 / 3)
-        cells = np.prod(np.ceil((p.max(0) - p.min(0)) / cell))
-        assert cells > 5 * n
-        out = [heat_step(p, rad, T, threads) for threads in (1, 2, 3, 8)]
-        assert np.any(out[0][1] != out[0][0])
-        for other in out[1:]:
-            assert np.array_equal(out[0][1], other[1]), n
+def test_pse_is_the_same_at_any_length_scale():
+    """Heat diffusion is scale-free: lengths times L and kappa times L^2 give the same
+    temperature change.  The float32 pair weights exp(-r^2/e^2) / e^5 are taken in units of
+    the largest spacing (diffuse.c), so they neither underflow for spacings of 1e9 nor
+    overflow for 1e-7; the same cloud at L = 1 and at L = 1e-7 .. 1e9 must agree to float32
+    rounding of the positions (1e-5)."""
+    rng = np.random.default_rng(2)
+    n = 800
+    p = rng.uniform(-1, 1, (n, 3))
+    rad = radius_for_spacing(2.0 / n ** (1 / 3)) * rng.uniform(0.8, 1.2, n)
+    T = 1.0 + 0.3 * np.exp(-4 * np.sum(p ** 2, 1))
+    b0, a0 = heat_step(p, rad, T, 2)
+    for L in (1e-7, 1e9):
+        b, a = heat_step(p * L, rad * L, T, 2, kappa=0.01 * L * L)
+        assert np.allclose(a - b, a0 - b0, rtol=0, atol=1e-5 * np.max(np.abs(a0 - b0))), L
 
 
 def test_large_step_is_the_same_at_any_thread_count():
-    """Past 20000 vortons the cell list is sorted in parallel (each thread bins a share, the
-    shares placed in thread order), the Poisson radius sums run in blocks, and the ages and
+    """Past 20000 vortons the cell list is sorted in parallel (blocks of the points binned by
+    any thread, placed in block order), the Poisson radius sums run in blocks, and the ages and
     finiteness checks of 7e4 tracers are split over the threads; all of it must give the
     serial result bit for bit.  A heated, swirling cloud with a few far outliers, two steps
     (the second starts from a state every phase has touched)."""
@@ -327,9 +331,9 @@ def test_pse_guard_keeps_a_bunch_of_vortons_bounded():
     the step is then a convex combination, so no |w| exceeds the largest before the step
     (a discrete maximum principle; 1e-6 for the float32 pair weights), and total strength is
     still conserved to rounding.  The same step without the guard (brute force) overshoots
-    by more than 2x here, so the bound is a real test.  The guard's pairs are found by the
-    threads (each a share of the bunched vortons) and added in one fixed order: the step is
-    bitwise the same at 1, 3 and 8 threads."""
+    by more than 2x here, so the bound is a real test.  The guarded sums, like the others,
+    are each taken by one thread in one fixed order: the step is bitwise the same at 1, 3
+    and 8 threads."""
     rng = np.random.default_rng(5)
     h = 0.0625
     p = rng.normal(0, 0.02 * h, (30, 3))  # 30 vortons within a few hundredths of a spacing
@@ -361,15 +365,32 @@ def test_pse_guard_keeps_a_bunch_of_vortons_bounded():
     assert np.min(cij.sum(1)) > 2  # the bunch is past the explicit limit
     w_unguarded = w + cij @ w - cij.sum(1)[:, None] * w
     assert np.max(np.linalg.norm(w_unguarded, axis=1)) > 2 * np.max(np.linalg.norm(w, axis=1))
+    # the same for heat, in a bunch of mixed radii inside a lattice that reaches well past
+    # the guarded cells: temperatures stay within their range before the step, heat is
+    # conserved (a partner of a bunched vorton left unguarded breaks this), and the step is
+    # the same at any thread count
+    q = np.concatenate([p, lattice([-8 * h] * 3, [8 * h] * 3, h) + 0.5 * h])
+    rad = r * rng.uniform(0.9, 1.1, len(q))
+    T = rng.uniform(1.0, 2.0, len(q))
+    outs = []
+    for threads in (1, 2, 3):
+        hot = vp.Sim(viscosity=0.0, thermal_diffusivity=nu, gravity=(0, 0, 0), threads=threads, dt=dt)
+        hot.add_vortons(q, np.zeros_like(q), rad, 1.0 / T - 1.0)
+        H0 = hot.diagnostics()["heat"]
+        hot.step()
+        outs.append(hot.vortons.temperature.copy())
+        assert hot.diagnostics()["heat"] == pytest.approx(H0, rel=1e-13)
+    assert T.min() * (1 - 1e-6) <= outs[0].min() and outs[0].max() <= T.max() * (1 + 1e-6)
+    assert np.ptp(outs[0][:30]) < 0.5 * np.ptp(T[:30])  # (and the bunch diffused)
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
 
-def test_pse_with_tiny_isolated_vortons_reads_only_its_batch():
-    """Vortons of radius 1e-8 and below make the pair weight's 1 / e^5 infinite.  Lanes
-    outside the cutoff (here: all of them, and the padding past the batch) must still get
-    weight +0, or the packing takes the padding's lanes and the exchange reads past the
-    batch (a build that multiplied the weight by 0 crashed here).  In a child process, so a
-    crash fails the test instead of the run; the vortons are too far apart to pair, so
-    their vorticity only stretches and stays finite."""
+def test_pse_with_tiny_isolated_vortons_stays_finite():
+    """Vortons of radius 1e-8 and below, too far apart to pair: every lane of the pair loop
+    is outside the cutoff (and the padding past the batch), where the exponential of a huge
+    negative argument is garbage that the weight's bit mask must clear to +0 (a weight
+    multiplied by 0 instead gave NaN).  In a child process, so a crash fails the test
+    instead of the run; their vorticity only stretches and stays finite."""
     code = (
         "import sys, numpy as np, vortonpy as vp\n"
         "for r in (1e-8, 3e-9):\n"
@@ -382,58 +403,5 @@ def test_pse_with_tiny_isolated_vortons_reads_only_its_batch():
     )
     r = run_child(code)
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
-
-
-def test_pse_simd_packings_give_the_same_bits_as_the_portable_one():
-    """PSE packs the indices of the pairs inside the cutoff with AVX-512's compress where the
-    CPU has it, else with AVX2's table of masks, else with a portable table lookup
-    (diffuse.c); VORTONPY_PORTABLE=1 forces the last.  All must list the same pairs in the
-    same order, so viscous and heat diffusion give the same bits.  hot_ball exchanges heat;
-    the smoke scene has none, so its fourth exchange lane carries the guard's rates
-    instead; spinning_ball's dense lattice (~230 candidates a vorton) takes, on AVX2
-    without AVX-512, the two-pass form (vp_pse_cell2), which must list the same pairs and
-    weights as the single pass.  The tree solver throughout: the portable run's FFT lines
-    (poisson) round otherwise."""
-    if vp._core._cpu_level() == 0:
-        pytest.skip("this CPU takes the portable packing already: the runs would compare it with itself")
-    for scene in ("hot_ball", "ball_through_smoke", "spinning_ball"):
-        code = (
-            "import sys, numpy as np, vortonpy as vp\n"
-            f"sim = vp.scenes.{scene}(threads=2, tracers=0)\n"
-            "sim.solver = 'tree'\n"  # (the portable FFT copy rounds otherwise than the AVX2 one)
-            "sim.step(40)\n"
-            "np.savez(sys.argv[1], v=np.column_stack([sim.vortons.position, sim.vortons.vorticity, sim.vortons.density]))\n"
-        )
-        outs = [o["v"] for o in child_npz(code, [dict(VORTONPY_PORTABLE="0"), dict(VORTONPY_PORTABLE="1")])]
-        for other in outs[1:]:
-            assert outs[0].shape == other.shape and np.array_equal(outs[0], other), scene
-
-
-def test_pse_two_pass_drops_underflowed_weights_as_the_single_pass():
-    """At spacings of ~1e8 the PSE weight exp(-r^2/e^2) / e^5 rounds to 0 for pairs near the
-    cutoff.  The single pass packs only nonzero weights; the two-pass form (vp_pse_cell2,
-    AVX2 without AVX-512, dense sets) packs the pairs inside the cutoff and must then drop
-    those zeros, or its exchange's two chains of sums take the later pairs in other chains
-    and round differently.  A jittered lattice of spacing 1e8 with cutoff 4 (~500 candidates
-    a vorton) and the viscosity at its cap, against the portable single pass: the two
-    differ in the last bits (4e-16) unless the zeros are dropped.  Only AVX2 CPUs without
-    AVX-512 run the two-pass form."""
-    if vp._core._cpu_level() != 1:
-        pytest.skip("the two-pass form runs on AVX2 CPUs without AVX-512 only")
-    code = (
-        "import sys, numpy as np, vortonpy as vp\n"
-        "h = 1e8\n"
-        "g = np.arange(13) * h\n"
-        "p = np.stack(np.meshgrid(g, g, g, indexing='ij'), -1).reshape(-1, 3)\n"
-        "p = p + np.random.default_rng(1).uniform(-0.2, 0.2, p.shape) * h\n"
-        "w = np.random.default_rng(0).normal(size=p.shape)\n"
-        "sim = vp.Sim(threads=2, viscosity=0.1 * h * h * 30, gravity=(0, 0, 0), pse_cutoff=4.0)\n"
-        "sim.add_vortons(p, w, h * (3 / (4 * np.pi)) ** (1 / 3))\n"
-        "sim.step(3)\n"
-        "np.savez(sys.argv[1], w=sim.vortons.vorticity)\n"
-    )
-    outs = [o["w"] for o in child_npz(code, [dict(VORTONPY_PORTABLE="0"), dict(VORTONPY_PORTABLE="1")])]
-    assert np.isfinite(outs[0]).all()
-    assert np.array_equal(outs[0], outs[1])
 
 

@@ -102,15 +102,14 @@ def test_poisson_independent_of_threads():
 
 
 def test_parallel_strength_splat_is_the_serial_one():
-    """From 512 vortons the strengths are splatted in parallel (poisson.c, splat_forward): each
-    thread zeroes the z planes it owns and writes there the parts of every vorton in vorton
-    order, transforms its planes, then takes the planes another thread has not reached once
-    that thread's splat is done.  Every node's sum is still taken in vorton order and every
-    transform is one thread's, so the grid velocity is bit for bit the serial splat's at 1, 2,
-    3 and 8 threads (8: more than this machine's cores).  Three quarters of the cloud sit in
-    a thin low layer, so the threads' runs of planes differ in length and the threads take
-    each other's planes; it straddles the share boundaries, and a few vortons far outside the
-    grid (summed directly) and on its upper faces are included."""
+    """From 8192 vortons the strengths are splatted in parallel (poisson.c, splat_forward): the
+    vortons are sorted by their lower z plane, and each z plane, a task for any thread, sums
+    the parts of the vortons below and above it merged in vorton order, then is transformed.
+    Every node's sum is still taken in vorton order and every transform is one thread's, so
+    the grid velocity is bit for bit the serial splat's at 1, 2, 3 and 8 threads (8: more than
+    this machine's cores).  Three quarters of the cloud sit in a thin low layer, so the planes'
+    lists differ widely in length, and a few vortons far outside the grid (summed directly) and
+    on its upper faces are included; 24000 vortons make several blocks of the sort."""
     rng = np.random.default_rng(3)
     p = rng.normal(scale=0.3, size=(24000, 3))
     p[:18000, 2] = rng.normal(scale=0.02, size=18000) - 0.4  # a dense low layer

@@ -449,11 +449,11 @@ def test_absurd_emitter_rate_in_subprocess_does_not_crash():
 
 def test_expiry_from_the_front_matches_the_copying_removal():
     """Expired tracers are the oldest, which emitters put first, so their removal is a prefix:
-    the rows left are moved down in place, on the threads (each a share of the rows, after
-    setting aside the rows its share reads from the next one).  A held view sends the removal
+    the rows left are moved down in place, on the threads (in blocks of the rows, each after
+    setting aside the rows it reads from the next ones).  A held view sends the removal
     through the general compaction instead, which copies into a fresh block and leaves the
-    view's rows in place.  Both must leave the same tracers in the same order, at 1 and 2
-    threads; 2e4 tracers, 2000 expiring a step, so the two-thread move runs."""
+    view's rows in place.  Both must leave the same tracers in the same order, at 1, 2 and 3
+    threads; 2e4 tracers, 2000 expiring a step, so the parallel move runs."""
     def run(threads, hold):
         sim = vp.Sim(threads=threads, tracer_lifetime=0.2, dt=0.02, gravity=(0, 0, 0))
         sim.add_vortons([[0, 0, 0], [0.1, 0, 0]], [[0, 0, 1], [0, 1, 0]], 0.1)
@@ -473,9 +473,41 @@ def test_expiry_from_the_front_matches_the_copying_removal():
 
     ref, cref = run(1, True)
     assert cref[-1] < 30 * 2000 and cref[-1] > 15000  # tracers did expire, and many are left
-    for threads in (1, 2):
+    for threads in (1, 2, 3):
         sim, c = run(threads, False)
         assert c == cref
         for f in ("position", "velocity", "density", "age"):
             assert np.array_equal(getattr(sim.tracers, f), getattr(ref.tracers, f)), (threads, f)
     assert (ref.tracers.age <= 0.2 * (1 + 1 / 32) + 1e-12).all()
+
+
+def test_openmp_threads_spin_briefly_unless_the_user_says_otherwise():
+    """Importing vortonpy sets libgomp's spin count (its idle threads otherwise spin for
+    milliseconds, taking the cores of a busy machine), only where the user has set neither
+    GOMP_SPINCOUNT nor OMP_WAIT_POLICY, and leaves no trace in the environment that child
+    processes inherit.  libgomp's own report of its settings says what it read."""
+    if not vp.has_openmp:
+        pytest.skip("built without OpenMP")
+    code = textwrap.dedent("""
+        import ctypes, os, sys
+        import vortonpy
+        print("GOMP_SPINCOUNT" in os.environ and os.environ["GOMP_SPINCOUNT"])
+        sys.stdout.flush()
+        ctypes.CDLL("libgomp.so.1").omp_display_env(1)
+    """)
+    env = {k: v for k, v in child_env().items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    out = {}
+    for name, extra in (("none", {}), ("user", {"GOMP_SPINCOUNT": "77"}), ("policy", {"OMP_WAIT_POLICY": "active"})):
+        try:
+            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(env, **extra),
+                               timeout=120, cwd=tempfile.gettempdir())
+        except OSError:
+            pytest.skip("no child process")
+        if "undefined symbol" in r.stderr or "cannot open shared object" in r.stderr:
+            pytest.skip("not libgomp")
+        assert r.returncode == 0, r.stderr
+        spin = [ln.split("=")[1].strip().strip("'") for ln in r.stderr.splitlines() if "GOMP_SPINCOUNT" in ln]
+        out[name] = (r.stdout.strip(), spin[0] if spin else None)
+    assert out["none"] == ("False", "200")
+    assert out["user"] == ("77", "77")
+    assert out["policy"][0] == "False" and int(out["policy"][1]) > 10 ** 6  # active: libgomp's own count

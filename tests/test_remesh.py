@@ -105,9 +105,9 @@ def test_smagorinsky_is_an_extra_viscosity_that_conserves_circulation():
 
 
 def test_remesh_gives_the_same_bits_at_any_thread_count(tmp_path):
-    """The remesh scatter splits the lattice's z planes between the threads at equal counts
-    of the vortons' kernel planes (a rising plume fills its box unevenly), and the threads
-    then take the nodes' magnitudes and their largest value: every node still sums its
+    """The remesh scatter splits the lattice's z planes into slabs at equal counts of the
+    vortons' kernel planes (a rising plume fills its box unevenly), handed out to the threads,
+    and the threads then take the nodes' magnitudes and their largest value: every node still sums its
     vortons in vorton order, and max is exact, so one, two and three threads give the same
     vortons bit for bit.  hot_ball's plume at frame 200 (~1e3 vortons, above the scatter's
     parallel threshold)."""

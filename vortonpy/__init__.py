@@ -6,6 +6,15 @@ for Video Games"), with a C/OpenMP core and NumPy views of its particles.
     sim.step(100)
     sim.vortons.position      # (N, 3) live view
 """
+import os as _os
+
+# libgomp's idle threads spin for milliseconds before they sleep, taking the cores that other
+# work (and, on a busy machine, the simulation's own other thread) needs: a few microseconds
+# instead, unless the user set a spin count or a wait policy (OMP_WAIT_POLICY=active restores
+# the long spin).  Read when libgomp loads with the core; not left for child processes.
+_SPIN = "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ
+if _SPIN:
+    _os.environ["GOMP_SPINCOUNT"] = "200"
 try:
     from . import _core
 except ImportError as _e:
@@ -16,6 +25,9 @@ except ImportError as _e:
             "or build in place with `pip install -e .`."
         ) from _e
     raise ImportError(f"vortonpy's C core (vortonpy._core) is built but does not load: {_e}") from _e
+finally:
+    if _SPIN:
+        del _os.environ["GOMP_SPINCOUNT"]
 
 
 def _version() -> str:

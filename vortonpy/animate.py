@@ -395,16 +395,26 @@ def animate(sim, frames: int, path, every: int = 1, steps_per_frame: int = 1, vi
     if _want_progress(progress):
         from tqdm.auto import tqdm
         bar = tqdm(total=int(frames), unit="frame", leave=False)
+    # Each image goes to the writer after the next step, not before it: ffmpeg encodes a frame
+    # on every core as soon as it arrives, and would take them from that step; this way it
+    # encodes while the next image is rendered, on one core.
+    pending = None
     try:
         for _ in range(int(frames)):
             sim.step(steps, progress=False, callback=per_step, every=1)
-            writer.append(renderer.render(sim))
+            if pending is not None:
+                writer.append(pending)
+            pending = renderer.render(sim)
             if bar is not None:
                 bar.update(1)
     finally:
-        if bar is not None:
-            bar.close()
-        writer.close()
+        try:
+            if pending is not None:
+                writer.append(pending)
+        finally:
+            if bar is not None:
+                bar.close()
+            writer.close()
     return path
 
 
