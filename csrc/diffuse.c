@@ -515,7 +515,7 @@ static int diffuse_pass(vp_sim *s, double dt)
      * cells: they sit far from all), the largest radius and whether any density differs from
      * the ambient.  min and max are exact, so none depends on the thread count. */
     double lim_lo[3], lim_hi[3];
-    vp_robust_limits(s, 0, lim_lo, lim_hi);
+    vp_robust_limits(s, lim_lo, lim_hi);
     double lo0 = INFINITY, lo1 = INFINITY, lo2 = INFINITY, hi0 = -INFINITY, hi1 = -INFINITY, hi2 = -INFINITY;
     double rmax = 0;
     int any_heat = 0;

@@ -71,7 +71,7 @@ void vp_poisson_free(struct vp_poisson *p);      /* the solver's cache (NULL: no
 /* The robust limits of the vortons' positions (and with_tracers the tracers'): beyond them a
  * particle is an outlier (domain.c, physics.md 2.1); on the sim's threads, or (_serial) on
  * the calling thread alone, inside a parallel region beside other work. */
-void vp_robust_limits(const vp_sim *s, int with_tracers, double lim_lo[3], double lim_hi[3]);
+void vp_robust_limits(const vp_sim *s, double lim_lo[3], double lim_hi[3]);
 /* At least `doubles` doubles of the sim's scratch memory (workspace.c); NULL when out of memory. */
 double *vp_sim_scratch(vp_sim *s, size_t doubles);
 /* Room for item n of `size` bytes in *array (workspace.c); *n_allocated grows by doubling. */

@@ -78,7 +78,7 @@ int vp_sim_remesh(vp_sim *s)
     const double *x = v->position->data, *w = v->vorticity->data, *r = v->radius->data;
     const double *d = v->density->data, *age = v->age->data, *vel = v->velocity->data;
     double lim_lo[3], lim_hi[3], lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    vp_robust_limits(s, 0, lim_lo, lim_hi);
+    vp_robust_limits(s, lim_lo, lim_hi);
     size_t nin = 0;
     unsigned char *inside = malloc(n);
     if (!inside) return VP_ERR_NOMEM;

@@ -122,7 +122,7 @@ class History:
     - ``diagnostics``: a dict of arrays from :meth:`vortonpy.Sim.diagnostics` - scalars (T,)
       (``enstrophy``, ``heat``, ``kinetic_energy``, ...) and vectors (T, 3)
       (``linear_impulse``, ``angular_impulse``, ``circulation``, ``total_momentum``).
-    - ``ambient_density``, ``viscosity``, ``dt`` of the sim last recorded.
+    - ``ambient_density``, ``viscosity``, ``dt``, ``body_coupling`` of the sim last recorded.
     """
 
     def __init__(self, sim=None, diagnostics: bool = True):
@@ -132,6 +132,7 @@ class History:
         self.ambient_density = 1.0
         self.viscosity = float("nan")
         self.dt = float("nan")
+        self.body_coupling = "physical"
         self.body_radius: List[float] = []
         self.body_mass: List[float] = []
         self.body_fixed: List[bool] = []
@@ -155,6 +156,7 @@ class History:
         self.ambient_density = float(sim.ambient_density)
         self.viscosity = float(sim.viscosity)
         self.dt = float(sim.dt)
+        self.body_coupling = str(sim.body_coupling)
         bodies = list(sim.bodies)
         vpos = vrad = None
         if bodies and len(sim.vortons):
@@ -524,7 +526,8 @@ def drag_data(data, body: int = 0, radius: Optional[float] = None, mass: Optiona
     ok = np.isfinite(v_along) & (v_along > 0) & sel
     v0 = float(v_along[np.argmax(ok)]) if ok.any() else float("nan")
     re0 = 2 * radius * v0 / viscosity if viscosity > 0 else float("nan")
-    return DragData(time=t, speed=speed, v_along=v_along, position=pos, axis=axis, contact=contact,
+    coupling = getattr(data, "body_coupling", None) if isinstance(data, History) else None
+    return DragData(coupling=coupling, time=t, speed=speed, v_along=v_along, position=pos, axis=axis, contact=contact,
                     near_vortons=near, fit_mask=sel, radius=float(radius), mass=float(mass), rho0=float(rho0),
                     viscosity=viscosity, v0=v0, reynolds0=re0, tolerance=float(tolerance), fit=fit)
 
@@ -645,6 +648,44 @@ def drag_contact_panel(ax, dd: DragData):
     ax.grid(alpha=0.3)
 
 
+def drag_reynolds_panel(ax, dd: DragData, smooth: int = 5):
+    """The drag coefficient against the Reynolds number along the run, beside the sphere's
+    standard curve (:func:`sphere_drag_coefficient`): from the ball's deceleration a,
+    Cd = (M + rho0 V / 2) |a| / (1/2 rho0 v^2 pi R^2), the added mass included (the fluid the
+    ball accelerates), Re = 2 R v / viscosity.  The speeds are smoothed over ``smooth`` samples.
+    It assumes no other force along the motion (a body without gravity); the fluid's own
+    motion around the ball (smoke it flies through) shows as scatter."""
+    t, v = np.asarray(dd.time, float), np.asarray(dd.v_along, float)
+    ok = np.isfinite(v) & (v > 0)
+    if dd.viscosity > 0 and ok.sum() > 2 * smooth + 2:
+        k = np.ones(smooth) / smooth
+        vs = np.convolve(v[ok], k, mode="valid")
+        ts = np.convolve(t[ok], k, mode="valid")
+        a = np.gradient(vs, ts)
+        V = 4.0 / 3.0 * np.pi * dd.radius ** 3
+        cd = (dd.mass + 0.5 * dd.rho0 * V) * -a / (0.5 * dd.rho0 * vs ** 2 * np.pi * dd.radius ** 2)
+        re = 2 * dd.radius * vs / dd.viscosity
+        good = (cd > 0) & np.isfinite(cd)
+        ax.plot(re[good], cd[good], ".", color="C0", ms=4, zorder=3, label="this run (time runs right to left)")
+        if good.any():
+            i0 = np.flatnonzero(good)[0]
+            ax.annotate(f"t = {ts[i0]:.2g}", (re[i0], cd[i0]), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        lo, hi = (re[good].min(), re[good].max()) if good.any() else (1.0, 1e3)
+        rr = np.geomspace(max(lo / 2, 0.1), hi * 2, 200)
+        ax.plot(rr, sphere_drag_coefficient(rr), "-", color=_REF_COLOR, lw=1.2, label="sphere, steady (Schiller-Naumann)")
+        ax.set_xscale("log"); ax.set_yscale("log")
+        from matplotlib.ticker import LogFormatter
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+            axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+        ax.legend(loc="lower left", fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no viscosity: no Reynolds number", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("Reynolds number 2 R v / \u03bd")
+    ax.set_ylabel("drag coefficient Cd")
+    ax.grid(alpha=0.3, which="both")
+
+
 def drag_curve(data, body: int = 0, radius: Optional[float] = None, mass: Optional[float] = None,
                rho0: Optional[float] = None, fit_range: Optional[Tuple[float, float]] = None, ax=None,
                reference_cd: Optional[float] = None, viscosity: Optional[float] = None,
@@ -665,20 +706,34 @@ def drag_curve(data, body: int = 0, radius: Optional[float] = None, mass: Option
     viscosity, a real sphere's speed from the same launch (:func:`sphere_speed`) is dotted;
     ``reference_cd`` adds a constant-Cd curve.
 
-    Without ``ax``: three panels (speed, 1/speed, vortons in contact range or position), one
-    function each (:func:`drag_speed_panel`, :func:`drag_inverse_speed_panel`,
-    :func:`drag_contact_panel`).  With ``ax``: only the speed panel.  The fit dict
+    Without ``ax``: three panels, one function each: speed (:func:`drag_speed_panel`),
+    1/speed (:func:`drag_inverse_speed_panel`) and, with the physical body coupling, the drag
+    coefficient against the Reynolds number along the run over the sphere's standard curve
+    (:func:`drag_reynolds_panel`), or with the articles' contact rule the vortons in contact
+    range (:func:`drag_contact_panel`).  With ``ax``: only the speed panel.  The fit dict
     (:func:`fit_drag`, plus ``window``, ``within_tolerance``, ``tolerance``) is attached as
     ``fig.drag_fit`` and the :class:`DragData` as ``fig.drag_data``.
     """
     dd = drag_data(data, body, radius, mass, rho0, viscosity, fit_range, tolerance)
-    if ax is None:
+    if ax is None and dd.coupling == "articles":
         fig = _new_figure((7.5, 7.0))
         axes = fig.subplots(3, 1, sharex=True, height_ratios=(2.4, 1.2, 0.9))
         drag_speed_panel(axes[0], dd, reference, reference_cd)
         drag_inverse_speed_panel(axes[1], dd)
         drag_contact_panel(axes[2], dd)
         axes[2].set_xlabel(_TIME)
+    elif ax is None:
+        fig = _new_figure((7.5, 9.0))
+        gs = fig.add_gridspec(4, 1, height_ratios=(2.4, 1.2, 0.45, 2.2), hspace=0.08)
+        axes = [fig.add_subplot(gs[0])]
+        axes.append(fig.add_subplot(gs[1], sharex=axes[0]))
+        axes.append(fig.add_subplot(gs[3]))
+        drag_speed_panel(axes[0], dd, reference, reference_cd)
+        drag_inverse_speed_panel(axes[1], dd)
+        axes[1].set_xlabel(_TIME)
+        plt_setp = [lab.set_visible(False) for lab in axes[0].get_xticklabels()]
+        del plt_setp
+        drag_reynolds_panel(axes[2], dd)
         nu = f", \u03bd = {dd.viscosity:g}" if dd.viscosity > 0 else ""
         axes[0].set_title(f"Ball launched at {dd.v0:.3g} L/T (R = {dd.radius:g}, M = {dd.mass:g}) into fluid of "
                           f"density {dd.rho0:g}{nu}", fontsize=10)
