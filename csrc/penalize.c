@@ -454,12 +454,11 @@ static int penalize_body(vp_sim *s, size_t bi)
                 if (m == (size_t)-1) continue;
                 const double *A = acc + 7 * id;
                 nx[3 * m] = o[0] + h * i; nx[3 * m + 1] = o[1] + h * j; nx[3 * m + 2] = o[2] + h * k;
-                /* a node holds at least its cell's volume, more where the vortons were packed more
-                 * densely (then the mean density stays within theirs, and the mass is kept) */
-                const double Vn = A[6] > h3 ? A[6] : h3;
-                for (int a = 0; a < 3; a++) nw[3 * m + a] = A[a] / Vn;
-                nd[m] = A[3] / Vn;
-                nr[m] = cbrt(3.0 * Vn / (4.0 * VP_PI));
+                /* each node a lattice cell's volume; where the vortons were packed more densely
+                 * than the lattice, the mean density of those that reached it (within theirs) */
+                for (int a = 0; a < 3; a++) nw[3 * m + a] = A[a] / h3;
+                nd[m] = A[3] / (A[6] > h3 ? A[6] : h3);
+                nr[m] = cbrt(3.0 / (4.0 * VP_PI)) * h;
                 nage[m] = A[6] > 0 ? A[5] / A[6] : 0.0;
             }
     free(acc);
