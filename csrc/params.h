@@ -68,7 +68,7 @@
     X(remesh_interval, INT, 0, 0, 1e9, 0, "frames", "",                                                      \
       "frames between remeshings of the vortons onto a lattice (0: never)")                                  \
     X(remesh_threshold, DOUBLE, 0.05, 0, 1.0, 0, "", "",                                                     \
-      "remeshing drops lattice nodes weaker than this fraction of the strongest")                           \
+      "remeshing merges lattice nodes weaker than this fraction of the strongest into the others")         \
     X(max_rate_dt, DOUBLE, 1.0, 0, INFINITY, 0, "", "",                                                      \
       "a step whose largest |grad u| dt exceeds this runs as substeps (0: never)")                           \
     X(max_substeps, INT, 8, 1, 1024, 0, "", "",                                                              \

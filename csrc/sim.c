@@ -292,13 +292,12 @@ void vp_sim_diagnostics(const vp_sim *s, const double origin[3], vp_diagnostics 
             d->angular_impulse[k] += rrxa[k] / 3.0;
         }
         d->enstrophy += vp_dot3(w, w) * V;
-        double T = vp_temperature_from_density(rho0, v->density->data[i]);
-        d->fluid_heat += s->params.fluid_heat_capacity * V * T;
+        d->fluid_heat += s->params.fluid_heat_capacity * V * vp_excess_temperature(rho0, v->density->data[i]);
         d->mass_deviation += v->density->data[i] * V;
         d->kinetic_energy += 0.5 * rho0 * vp_dot3(u, u) * V;
     }
     d->heat = d->fluid_heat;
     for (size_t b = 0; b < s->n_bodies; b++)
         if (s->bodies[b].heat_capacity > 0 && isfinite(s->bodies[b].heat_capacity))
-            d->heat += s->bodies[b].heat_capacity * s->bodies[b].temperature;
+            d->heat += s->bodies[b].heat_capacity * (s->bodies[b].temperature - 1.0);
 }

@@ -289,7 +289,8 @@ typedef struct {
     double linear_impulse[3];  /* 1/2 sum x_i x a_i   (fluid momentum / rho0) */
     double angular_impulse[3]; /* 1/3 sum x_i x (x_i x a_i) */
     double enstrophy;          /* sum |w_i|^2 V_i */
-    double heat;               /* sum C_i T_i over vortons + sum Cb Tb over bodies */
+    double heat;               /* heat above the ambient's: sum C_i (T_i - 1) over vortons + sum Cb (Tb - 1)
+                                  over bodies (the conserved total: ambient fluid, vorton or not, adds 0) */
     double fluid_heat;         /* vortons only */
     double mass_deviation;     /* sum d_i V_i */
     double kinetic_energy;     /* 1/2 rho0 sum |u_i|^2 V_i with u from the last advection */
@@ -299,6 +300,9 @@ void vp_sim_diagnostics(const vp_sim *s, const double origin[3], vp_diagnostics 
 /* Temperature from density deviation: ideal gas at constant pressure (physics.md 1). */
 static inline double vp_temperature_from_density(double rho0, double d) { return rho0 / (rho0 + d); }
 static inline double vp_density_from_temperature(double rho0, double T) { return rho0 / T - rho0; }
+/* T - 1, the temperature above the ambient's, at density deviation d (exact for small d, where
+ * T - 1 would cancel): a vorton's heat above the ambient's is C V (T - 1). */
+static inline double vp_excess_temperature(double rho0, double d) { return -d / (rho0 + d); }
 
 /* Random numbers (xoshiro256**), deterministic and saved with the state. */
 void vp_rng_seed(uint64_t st[4], uint64_t seed);

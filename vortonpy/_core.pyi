@@ -162,7 +162,7 @@ class Sim:
     remesh_interval: int
     """frames between remeshings of the vortons onto a lattice (0: never) [frames]"""
     remesh_threshold: float
-    """remeshing drops lattice nodes weaker than this fraction of the strongest"""
+    """remeshing merges lattice nodes weaker than this fraction of the strongest into the others"""
     max_rate_dt: float
     """a step whose largest |grad u| dt exceeds this runs as substeps (0: never)"""
     max_substeps: int

@@ -254,8 +254,11 @@ class Sim(_core.Sim):
 
         ``circulation`` sum a_i (3,); ``linear_impulse`` 1/2 sum x x a (3,) and
         ``angular_impulse`` 1/3 sum x x (x x a) (3,), about ``origin`` (default 0) - the fluid's
-        momentum and angular momentum are rho0 times these; ``enstrophy``; ``heat`` (fluid +
-        bodies); ``fluid_heat``; ``mass_deviation``; ``kinetic_energy`` (from particle
+        momentum and angular momentum are rho0 times these; ``enstrophy``; ``heat``, the heat
+        above the ambient's, sum C V (T - 1) over the vortons plus sum Cb (Tb - 1) over the bodies
+        (the total that conduction, diffusion and remeshing conserve: ambient fluid adds nothing,
+        whether a vorton carries it or not); ``fluid_heat`` (its vortons' part);
+        ``mass_deviation`` sum d V; ``kinetic_energy`` (from particle
         velocities); ``body_momentum`` and ``body_angular_momentum`` (lists of (3,));
         ``total_momentum`` = rho0 * linear_impulse + sum of free bodies' momenta;
         ``vortons``, ``tracers``, ``time``, ``frame``."""
