@@ -59,8 +59,13 @@
       "tracers older than this are removed, in batches at most ~3% late (0: never)")                        \
     X(advect_order, INT, 2, 1, 2, 0, "", "",                                                                 \
       "1: explicit Euler (as the seeds); 2: Heun in the frozen grid velocity")                               \
+    X(integrator, ENUM, VP_INTEGRATOR_FROZEN, 0, VP_INTEGRATOR_RK2, 0, "", "frozen rk2",                       \
+      "time stepping: frozen (the step's start velocity field, one solve) or rk2 (a second solve at "      \
+      "the predicted end, the two fields averaged: second order in time, ~2x the velocity phase)")          \
     X(stretch, BOOL, 1, 0, 1, 0, "", "",                                                                     \
       "vortex stretching and tilting (off: for tests)")                                                      \
+    X(stretch_form, ENUM, VP_STRETCH_CLASSICAL, 0, VP_STRETCH_TRANSPOSE, 0, "", "classical transpose",        \
+      "stretching as (w . grad) u = J w (classical) or J^T w (transpose: keeps a ring's impulse, with rk2)")  \
     X(baroclinic, BOOL, 1, 0, 1, 0, "", "",                                                                  \
       "baroclinic vorticity generation (off: density is a passive dye)")                                     \
     X(rollback, BOOL, 0, 0, 1, 0, "", "",                                                                    \

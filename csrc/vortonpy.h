@@ -33,6 +33,14 @@ typedef enum {
  * is kept for accuracy: with one cell per vorton over a non-uniform set the grid is coarser
  * than the dense part's spacing, and poisson's smoothing (sigma >= 0.8 h) changes the flow. */
 typedef enum { VP_SOLVER_DIRECT = 0, VP_SOLVER_TREE = 1, VP_SOLVER_POISSON = 2, VP_SOLVER_AUTO = 3 } vp_solver;
+/* Time stepping (params.integrator, sim.c): FROZEN moves and stretches the vortons through the
+ * velocity field of the step's start (first order in time for the coupled flow: the field moves
+ * during the step); RK2 also solves the field at the predicted end state and uses the average
+ * of the two, the field at the step's midpoint to second order. */
+typedef enum { VP_INTEGRATOR_FROZEN = 0, VP_INTEGRATOR_RK2 = 1 } vp_integrator;
+/* Stretching's form (params.stretch_form, stretch.c): J w or J^T w, J_ab = du_a/dx_b; the same
+ * for a divergence-free vorticity field, not for the vortons' (which is not exactly so). */
+typedef enum { VP_STRETCH_CLASSICAL = 0, VP_STRETCH_TRANSPOSE = 1 } vp_stretch_form;
 #define VP_AUTO_POISSON_MIN 1000
 #define VP_AUTO_POISSON_RATIO 0.12
 
@@ -225,6 +233,8 @@ typedef struct {
     float *cell_velocity;      /* (cells,8,4) float32: per cell the 8 coefficients of the trilinear
                                   polynomial of [u v w density], for the tracers (advect.c) */
     size_t cell_allocated;     /* cells cell_velocity can hold */
+    double *midpoint_work;     /* rk2: the start state's vortons (x, w) and grid fields (velocity, Jacobian) */
+    size_t midpoint_allocated; /* doubles */
     double *scratch;           /* a phase's scratch (workspace.c; diffusion: 17 doubles a vorton), kept between steps */
     size_t scratch_allocated;
     vp_tree *tree;
