@@ -1055,8 +1055,8 @@ static PyMethodDef Sim_methods[] = {
     {"remesh", (PyCFunction)Sim_remesh, METH_NOARGS,
      "remesh()\n--\n\nRedistribute the vortons onto a regular lattice now (M4' kernel; see the "
      "remesh_interval parameter, which does it every few frames).  Conserves circulation, linear and "
-     "angular impulse and density mass, up to the nodes dropped below remesh_threshold.  Views "
-     "taken before are detached."},
+     "angular impulse, density mass and heat to rounding (the nodes weaker than remesh_threshold are "
+     "merged into the others).  Views taken before are detached."},
     {"collide", (PyCFunction)Sim_collide, METH_NOARGS,
      "collide()\n--\n\nApply the fluid-body boundary conditions now (ejection, vorticity assignment, momentum and "
      "heat hand-over)."},

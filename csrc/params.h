@@ -64,8 +64,13 @@
       "tracers older than this are removed, in batches at most ~3% late (0: never)")                        \
     X(advect_order, INT, 2, 1, 2, 0, "", "",                                                                 \
       "1: explicit Euler (as the seeds); 2: Heun in the frozen grid velocity")                               \
+    X(integrator, ENUM, VP_INTEGRATOR_FROZEN, 0, VP_INTEGRATOR_RK2, 0, "", "frozen rk2",                       \
+      "time stepping: frozen (the step's start velocity field, one solve) or rk2 (a second solve at "      \
+      "the predicted end, the two fields averaged: second order in time, ~2x the velocity phase)")          \
     X(stretch, BOOL, 1, 0, 1, 0, "", "",                                                                     \
       "vortex stretching and tilting (off: for tests)")                                                      \
+    X(stretch_form, ENUM, VP_STRETCH_CLASSICAL, 0, VP_STRETCH_TRANSPOSE, 0, "", "classical transpose",        \
+      "stretching as (w . grad) u = J w (classical) or J^T w (transpose: keeps a ring's impulse, with rk2)")  \
     X(baroclinic, BOOL, 1, 0, 1, 0, "", "",                                                                  \
       "baroclinic vorticity generation (off: density is a passive dye)")                                     \
     X(rollback, BOOL, 0, 0, 1, 0, "", "",                                                                    \
@@ -73,7 +78,7 @@
     X(remesh_interval, INT, 0, 0, 1e9, 0, "frames", "",                                                      \
       "frames between remeshings of the vortons onto a lattice (0: never)")                                  \
     X(remesh_threshold, DOUBLE, 0.05, 0, 1.0, 0, "", "",                                                     \
-      "remeshing drops lattice nodes weaker than this fraction of the strongest")                           \
+      "remeshing merges lattice nodes weaker than this fraction of the strongest into the others")         \
     X(max_rate_dt, DOUBLE, 1.0, 0, INFINITY, 0, "", "",                                                      \
       "a step whose largest |grad u| dt exceeds this runs as substeps (0: never)")                           \
     X(max_substeps, INT, 8, 1, 1024, 0, "", "",                                                              \

@@ -4,20 +4,30 @@
  * Vortons move with the flow and drift apart or bunch up; stretching then grows the strength
  * of isolated vortons whose neighbours no longer overlap them, and the particle noise feeds
  * on itself until the step blows up (the seeds halved the stretching rate to delay it).
- * Every remesh_interval frames the vortons' strengths a = w V, density mass rho' V and age
- * are spread with the M4' kernel (Monaghan 1985) onto a lattice of spacing h = (mean V)^(1/3)
- * and the vortons are replaced by one per lattice node that carries a strength or a density
- * above remesh_threshold times the largest.  M4' reproduces polynomials up to degree 2, so
- * total strength (circulation), linear impulse 1/2 sum x x a and angular impulse
- * 1/3 sum x x (x x a) are unchanged up to the dropped nodes (exactly when nothing is
- * dropped), as is the total density mass.  Vortons beyond the robust domain limits
- * (escapees) and those whose kernel support reaches into a body are left as they are. */
+ * Every remesh_interval frames the vortons' strengths a = w V, density mass d V, heat V (T - 1),
+ * age and velocity are spread with the M4' kernel (Monaghan 1985) onto a lattice of spacing
+ * h = (mean V)^(1/3), one new vorton per lattice node.  M4' reproduces polynomials up to
+ * degree 2, so total strength (circulation), linear impulse 1/2 sum x x a and angular impulse
+ * 1/3 sum x x (x x a) are unchanged, and so are the lattice's total mass and heat.
+ * Population control: nodes weaker in strength, mass and heat than remesh_threshold times the
+ * strongest are merged into the others, which take on their moments (restore_moments) and
+ * their mass and heat (lattice_densities, which also gives each node one density that keeps
+ * both totals: temperature is not linear in density).  Everything is conserved to rounding;
+ * nothing is dropped.  Vortons beyond the robust domain limits (escapees) and those whose
+ * kernel support reaches into a body are left as they are. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
 #include "internal.h"
 #include "kernel.h"
+
+/* Doubles per lattice node: strength (3), density mass, age mass, weight, velocity mass (3), heat,
+ * and the least and largest T - 1 of the vortons that reach it (0 for none: the ambient's). */
+#define NQ 12
+/* Population control merges the weak nodes only if the kept ones change by at most this
+ * fraction of their total strength; else it merges fewer (halving the threshold). */
+#define REMESH_MAX_CHANGE 0.25
 
 /* M4' interpolation kernel, support |x| < 2 (Monaghan 1985). */
 static inline double m4p(double x)
@@ -28,25 +38,26 @@ static inline double m4p(double x)
     return 0.0;
 }
 
-/* The M4' scatter of remeshing: each inside vorton's 9 carried quantities (strength, density
- * mass, age, weight, velocity) onto its 4^3 nodes of the row-stored lattice (base: its first
- * node per axis, relative to the lattice origin o; roff, rx0: where each row's nodes start and
- * its first x node), the part that falls in lattice planes z0 <= z < z1.  In vorton order, so
- * every node's sums are taken in the same order whichever caller owns its plane: the slabs of
- * vp_sim_remesh each scatter into their own planes, and the result is the serial one, for any
- * thread count.  (Not cloned for AVX2/AVX-512: the clones contract the sums into FMAs, which
- * gives other bits than the baseline.) */
+/* The M4' scatter of remeshing: each inside vorton's carried quantities (strength, density
+ * mass, heat; age, weight and velocity for their |W|-weighted means) onto its 4^3 nodes of the
+ * row-stored lattice (base: its first node per axis, relative to the lattice origin o; roff,
+ * rx0: where each row's nodes start and its first x node), the part that falls in lattice
+ * planes z0 <= z < z1.  In vorton order, so every node's sums are taken in the same order
+ * whichever slab owns its plane: the result is the serial one, for any thread count.  (Not
+ * cloned for AVX2/AVX-512: the clones contract the sums into FMAs, other bits than serial.) */
 static void remesh_scatter(size_t n, const unsigned char *inside, const long *base, const double *x, const double *w,
                            const double *r, const double *d, const double *age, const double *vel, double h,
-                           const long o[3], const long m[3], const size_t *roff, const long *rx0, long z0, long z1,
-                           double *acc)
+                           double rho0, const long o[3], const long m[3], const size_t *roff, const long *rx0, long z0,
+                           long z1, double *acc)
 {
     for (size_t i = 0, t = 0; i < n; i++) {
         if (!inside[i]) continue;
         const long *b = base + 3 * t++;
         if (b[2] + 3 < z0 || b[2] >= z1) continue;
         const int kz0 = b[2] < z0 ? (int)(z0 - b[2]) : 0, kz1 = b[2] + 4 > z1 ? (int)(z1 - b[2]) : 4;
-        double V = vp_volume(r[i]), q[4] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V, d[i] * V};
+        const double V = vp_volume(r[i]);
+        const double te = vp_excess_temperature(rho0, d[i]);
+        const double q[5] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V, d[i] * V, V * te};
         double wt[3][4];
         for (int a = 0; a < 3; a++) {
             const double u = x[3 * i + a] / h;
@@ -55,16 +66,326 @@ static void remesh_scatter(size_t n, const unsigned char *inside, const long *ba
         for (int kz = kz0; kz < kz1; kz++)
             for (int ky = 0; ky < 4; ky++) {
                 const size_t row = (size_t)(b[1] + ky) + (size_t)m[1] * (size_t)(b[2] + kz);
-                double *Arow = acc + 9 * (roff[row] + (size_t)(b[0] - rx0[row]));
+                double *Arow = acc + NQ * (roff[row] + (size_t)(b[0] - rx0[row]));
                 for (int kx = 0; kx < 4; kx++) {
                     double W = wt[0][kx] * wt[1][ky] * wt[2][kz];
-                    double *A = Arow + 9 * kx;
+                    double *A = Arow + NQ * kx;
                     A[0] += W * q[0]; A[1] += W * q[1]; A[2] += W * q[2]; A[3] += W * q[3];
-                    A[4] += W * age[i]; A[5] += W;
-                    A[6] += W * vel[3 * i]; A[7] += W * vel[3 * i + 1]; A[8] += W * vel[3 * i + 2];
+                    const double Wa = fabs(W); /* averages: never beyond the vortons' values */
+                    A[4] += Wa * age[i]; A[5] += Wa;
+                    A[6] += Wa * vel[3 * i]; A[7] += Wa * vel[3 * i + 1]; A[8] += Wa * vel[3 * i + 2];
+                    A[9] += W * q[4];
+                    A[10] = te < A[10] ? te : A[10];
+                    A[11] = te > A[11] ? te : A[11];
                 }
             }
     }
+}
+
+/* The moments that strength a at y (a position relative to its part's centre, in units of its
+ * half-size) adds to mom: sum a, sum y_i a_j and sum y x (y x a).  With them the circulation,
+ * the linear impulse (the antisymmetric part of sum y_i a_j) and the angular impulse are the
+ * same about every origin (about another, the angular impulse also takes the symmetric part). */
+#define NMOM 15
+static inline void add_moments(const double y[3], const double a[3], double mom[NMOM])
+{
+    double ya[3], yya[3];
+    vp_cross3(y, a, ya);
+    vp_cross3(y, ya, yya);
+    for (int k = 0; k < 3; k++) {
+        mom[k] += a[k];
+        for (int j = 0; j < 3; j++) mom[3 + 3 * k + j] += y[k] * a[j];
+        mom[12 + k] += yya[k];
+    }
+}
+
+/* add_moments of the unit strengths along x, y, z at y: the columns of the map a -> moments. */
+static inline void moment_columns(const double y[3], double col[3][NMOM])
+{
+    for (int j = 0; j < 3; j++) {
+        const double e[3] = {j == 0, j == 1, j == 2};
+        for (int p = 0; p < NMOM; p++) col[j][p] = 0;
+        add_moments(y, e, col[j]);
+    }
+}
+
+/* Population control, the vectors: kept nodes idx[0..nk) (their strengths a, at pos) take on the
+ * moments `lost` of the merged ones by the least change sum |da_k|^2 / |a_k| (the weak nodes
+ * change least) that meets the NMOM linear constraints: da_k = |a_k| C_k^T mu, C_k the columns
+ * of add_moments at the node and mu from the normal equations, solved twice (the second takes
+ * up the first's rounding).  Returns 1, changing nothing, if the equations are singular (too few
+ * kept nodes, or on a line or plane) or the change would be large (beyond REMESH_MAX_CHANGE of
+ * the kept strength). */
+static int restore_moments(size_t nk, const size_t *idx, const double *pos, double *a, const double c[3], double L,
+                           const double lost[NMOM])
+{
+    enum { M = NMOM };
+    double G[M * M] = {0}, Lc[M * M], r[M], mu[M], sa = 0, sd = 0, col[3][M];
+    for (size_t q = 0; q < nk; q++) {
+        const size_t k = idx[q];
+        const double *ak = a + 3 * k, wk = sqrt(ak[0] * ak[0] + ak[1] * ak[1] + ak[2] * ak[2]);
+        if (wk == 0) continue;
+        sa += wk;
+        const double y[3] = {(pos[3 * k] - c[0]) / L, (pos[3 * k + 1] - c[1]) / L, (pos[3 * k + 2] - c[2]) / L};
+        moment_columns(y, col);
+        for (int p = 0; p < M; p++)
+            for (int t = 0; t <= p; t++) G[M * p + t] += wk * (col[0][p] * col[0][t] + col[1][p] * col[1][t] + col[2][p] * col[2][t]);
+    }
+    /* Cholesky factor Lc Lc^T = G (lower triangles) */
+    double gmax = 0;
+    for (int p = 0; p < M; p++) gmax = G[(M + 1) * p] > gmax ? G[(M + 1) * p] : gmax;
+    for (int p = 0; p < M; p++)
+        for (int t = 0; t <= p; t++) {
+            double v = G[M * p + t];
+            for (int j = 0; j < t; j++) v -= Lc[M * p + j] * Lc[M * t + j];
+            if (p == t) {
+                if (!(v > 1e-12 * gmax)) return 1;
+                Lc[M * p + p] = sqrt(v);
+            } else {
+                Lc[M * p + t] = v / Lc[M * t + t];
+            }
+        }
+    memcpy(r, lost, sizeof r);
+    double *a0 = malloc(3 * (nk ? nk : 1) * sizeof(double)); /* the strengths before */
+    if (!a0) return 1;
+    for (size_t q = 0; q < nk; q++) memcpy(a0 + 3 * q, a + 3 * idx[q], 3 * sizeof(double));
+    for (int pass = 0; pass < 2; pass++) {
+        for (int p = 0; p < M; p++) { /* forward, then back substitution */
+            double v = r[p];
+            for (int j = 0; j < p; j++) v -= Lc[M * p + j] * mu[j];
+            mu[p] = v / Lc[M * p + p];
+        }
+        for (int p = M - 1; p >= 0; p--) {
+            double v = mu[p];
+            for (int j = p + 1; j < M; j++) v -= Lc[M * j + p] * mu[j];
+            mu[p] = v / Lc[M * p + p];
+        }
+        double got[M] = {0};
+        for (size_t q = 0; q < nk; q++) {
+            const size_t k = idx[q];
+            double *ak = a + 3 * k;
+            const double *b = a0 + 3 * q, wk = sqrt(b[0] * b[0] + b[1] * b[1] + b[2] * b[2]);
+            if (wk == 0) continue;
+            const double y[3] = {(pos[3 * k] - c[0]) / L, (pos[3 * k + 1] - c[1]) / L, (pos[3 * k + 2] - c[2]) / L};
+            moment_columns(y, col);
+            double da[3];
+            for (int j = 0; j < 3; j++) {
+                double v = 0;
+                for (int p = 0; p < M; p++) v += col[j][p] * mu[p];
+                const double before = ak[j];
+                ak[j] += wk * v;
+                da[j] = ak[j] - before; /* the change as stored */
+            }
+            add_moments(y, da, got);
+        }
+        for (int p = 0; p < M; p++) r[p] -= got[p];
+    }
+    for (size_t q = 0; q < nk; q++)
+        for (int j = 0; j < 3; j++) sd += fabs(a[3 * idx[q] + j] - a0[3 * q + j]);
+    if (sd > REMESH_MAX_CHANGE * sa) {
+        for (size_t q = 0; q < nk; q++) memcpy(a + 3 * idx[q], a0 + 3 * q, 3 * sizeof(double));
+        free(a0);
+        return 1;
+    }
+    free(a0);
+    return 0;
+}
+
+/* The density range [lo, hi] a lattice_densities family keeps to, its nodes' c_k (NAN for the
+ * ambient nodes, which stay so) and the nodes' volume. */
+typedef struct {
+    size_t nk;
+    const size_t *idx; /* the nodes: c[idx[0..nk)] */
+    const double *c;
+    double V, rho0, lo, hi;
+} dens_family;
+
+static inline double clamp(double v, double lo, double hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+/* The family's mass V sum d_k less M at d_k = clamp(mu + lam c_k), with the number of nodes
+ * inside the range (*nfree) and the scale of the sum's rounding (*scale). */
+static double mass_at(const dens_family *f, double mu, double lam, double M, size_t *nfree, double *scale)
+{
+    double m = -M, sc = fabs(M);
+    size_t nf = 0;
+    for (size_t q = 0; q < f->nk; q++) {
+        const size_t k = f->idx[q];
+        if (isnan(f->c[k])) continue;
+        double v = mu + lam * f->c[k];
+        if (v <= f->lo) v = f->lo;
+        else if (v >= f->hi) v = f->hi;
+        else nf++;
+        m += f->V * v;
+        sc += f->V * fabs(v);
+    }
+    *nfree = nf;
+    *scale = sc;
+    return m;
+}
+
+/* The mu that gives the family the mass M at lam: the mass grows with mu, piecewise linearly,
+ * from all nodes at lo to all at hi (Newton kept in that bracket, starting from mu). */
+static double solve_mu(const dens_family *f, double lam, double M, double mu, double cmin, double cmax)
+{
+    double a = f->lo - lam * cmax, b = f->hi - lam * cmin;
+    if (!(mu > a && mu < b)) mu = 0.5 * (a + b);
+    for (int it = 0; it < 200; it++) {
+        size_t nf;
+        double sc, g = mass_at(f, mu, lam, M, &nf, &sc);
+        if (fabs(g) <= 1e-15 * sc) break;
+        if (g > 0) b = mu;
+        else a = mu;
+        double next = nf ? mu - g / (f->V * (double)nf) : 0.5 * (a + b);
+        if (!(next > a && next < b)) next = 0.5 * (a + b);
+        if (next == mu) break;
+        mu = next;
+    }
+    return mu;
+}
+
+/* The family's heat sum V (T_k - 1) less E at lam (mu solved for the mass M, in and out), its
+ * derivative along lam (*dh) and the scale of its rounding (*scale). */
+static double heat_at(const dens_family *f, double lam, double M, double E, double *mu, double cmin, double cmax,
+                      double *dh, double *scale)
+{
+    *mu = solve_mu(f, lam, M, *mu, cmin, cmax);
+    double h = -E, sc = fabs(E), cf = 0, w = 0, wc = 0;
+    size_t nf = 0;
+    for (size_t q = 0; q < f->nk; q++) {
+        const size_t k = f->idx[q];
+        if (isnan(f->c[k])) continue;
+        const double raw = *mu + lam * f->c[k], d = clamp(raw, f->lo, f->hi), e = f->V * vp_excess_temperature(f->rho0, d);
+        h += e;
+        sc += fabs(e);
+        if (raw > f->lo && raw < f->hi) { /* d(T - 1)/dd = -rho0 / (rho0 + d)^2 */
+            const double r = f->rho0 + d, t = -f->V * f->rho0 / (r * r);
+            nf++; cf += f->c[k]; w += t; wc += t * f->c[k];
+        }
+    }
+    /* along lam the free nodes move by c_k + mu', mu' = -mean of their c_k (the mass held) */
+    *dh = nf ? wc - w * cf / (double)nf : 0.0;
+    *scale = sc;
+    return h;
+}
+
+/* The lattice's densities from kept nodes idx[0..nk)'s density mass (dens, in: m_k; out: the density
+ * deviation d_k) and heat (heat: e_k, per unit heat capacity; clobbered), each node of volume
+ * V, such that the totals are the vortons' mass sum d V = M and heat sum V (T - 1) = E exactly,
+ * and every density within the vortons' range (their temperatures' [Tlo, Thi]: no new extremes).
+ * One density a node cannot carry both its mass and its heat (T = rho0 / (rho0 + d) is convex:
+ * spreading mass evenly loses heat), so: each node holding either is given the density of its
+ * heat, t_k, and then d_k = clamp(mu + lam (t_k - mean t)) with mu giving the mass M at every
+ * lam; the heat grows with lam from its least (the even density, lam = 0) towards the most
+ * the nodes can hold within the range (nodes at its ends), and lam (Newton in a bracket) makes
+ * it E.  lam is near 1 where the heat's densities already hold the mass; a smeared front
+ * (M4' spreads a parcel over its neighbours' nodes) takes lam > 1, which sharpens it back.
+ * Returns 1 (the arrays then hold neither) if the nodes cannot hold M and E within the range
+ * (too few of them: their volume less than the vortons'). */
+static int lattice_densities(size_t nk, const size_t *idx, double *dens, double *heat, double V, double rho0, double M,
+                             double E, double Tlo, double Thi)
+{
+    size_t nq = 0;
+    double tsum = 0;
+    const double lo = vp_density_from_temperature(rho0, Thi), hi = vp_density_from_temperature(rho0, Tlo);
+    for (size_t q = 0; q < nk; q++) {
+        const size_t k = idx[q];
+        if (dens[k] == 0 && heat[k] == 0) { heat[k] = NAN; continue; } /* ambient: stays so */
+        heat[k] = vp_density_from_temperature(rho0, clamp(1 + heat[k] / V, Tlo, Thi));
+        tsum += heat[k];
+        nq++;
+    }
+    if (!nq) return !(M == 0 && E == 0);
+    const double mu0 = M / ((double)nq * V), tbar = tsum / (double)nq;
+    if (!(mu0 >= lo && mu0 <= hi)) return 1; /* the mass does not fit the range */
+    double cmin = INFINITY, cmax = -INFINITY;
+    for (size_t q = 0; q < nk; q++) {
+        const size_t k = idx[q];
+        if (isnan(heat[k])) continue;
+        heat[k] -= tbar; /* c_k */
+        cmin = heat[k] < cmin ? heat[k] : cmin;
+        cmax = heat[k] > cmax ? heat[k] : cmax;
+    }
+    const dens_family f = {nk, idx, heat, V, rho0, lo, hi};
+    double mu = mu0, lam = 0, dh, sc;
+    double h = heat_at(&f, 0.0, M, E, &mu, cmin, cmax, &dh, &sc);
+    if (h > 1e-12 * sc) return 1; /* E below the least heat the nodes hold */
+    if (h < -1e-13 * sc) {
+        double a = 0, b = INFINITY;
+        lam = 1;
+        for (int it = 0; it < 200; it++) {
+            h = heat_at(&f, lam, M, E, &mu, cmin, cmax, &dh, &sc);
+            if (fabs(h) <= 1e-13 * sc) break;
+            if (h > 0) b = lam;
+            else a = lam;
+            double next = dh > 0 ? lam - h / dh : (isfinite(b) ? 0.5 * (a + b) : 2 * lam);
+            if (!(next > a && next < b)) next = isfinite(b) ? 0.5 * (a + b) : 2 * lam;
+            if (next == lam || lam > 1e15) break;
+            lam = next;
+        }
+        if (!(fabs(h) <= 1e-10 * sc)) return 1; /* E above the most the nodes hold */
+    }
+    /* the densities, and the mass's rounding taken up by the nodes inside the range */
+    double Mk = 0;
+    size_t nf = 0;
+    for (size_t q = 0; q < nk; q++) {
+        const size_t k = idx[q];
+        if (isnan(heat[k])) { dens[k] = 0.0; continue; }
+        const double raw = mu + lam * heat[k];
+        dens[k] = clamp(raw, lo, hi);
+        nf += raw > lo && raw < hi;
+        Mk += dens[k] * V;
+    }
+    if (nf) {
+        const double shift = (M - Mk) / ((double)nf * V);
+        for (size_t q = 0; q < nk; q++) {
+            const size_t k = idx[q];
+            if (isnan(heat[k])) continue;
+            const double raw = mu + lam * heat[k];
+            if (raw > lo && raw < hi) dens[k] += shift;
+        }
+    }
+    return 0;
+}
+
+/* The root of node i in the union-find forest p (path halving). */
+static size_t uf_root(size_t *p, size_t i)
+{
+    while (p[i] != i) { p[i] = p[p[i]]; i = p[i]; }
+    return i;
+}
+
+static void uf_unite(size_t *p, size_t a, size_t b)
+{
+    a = uf_root(p, a);
+    b = uf_root(p, b);
+    if (a < b) p[b] = a;
+    else if (b < a) p[a] = b;
+}
+
+/* The lattice's connected parts (nodes reached by overlapping kernels, joined through their
+ * faces): comp[id] gets its part's number, 0, 1, ... in lattice order; returns their count.
+ * Population control and the densities conserve within each part, so clusters far apart are
+ * remeshed as if each were alone. */
+static size_t lattice_components(size_t nn, size_t nrow, const long m[3], const size_t *roff, const long *rx0,
+                                 const long *rx1, size_t *comp)
+{
+    for (size_t id = 0; id < nn; id++) comp[id] = id;
+    for (size_t row = 0; row < nrow; row++) {
+        const size_t iy = row % (size_t)m[1], iz = row / (size_t)m[1];
+        for (size_t id = roff[row]; id < roff[row + 1]; id++) {
+            const long ix = rx0[row] + (long)(id - roff[row]);
+            if (id + 1 < roff[row + 1]) uf_unite(comp, id, id + 1);
+            const size_t up[2] = {iy + 1 < (size_t)m[1] ? row + 1 : SIZE_MAX,
+                                  iz + 1 < (size_t)m[2] ? row + (size_t)m[1] : SIZE_MAX};
+            for (int u = 0; u < 2; u++)
+                if (up[u] != SIZE_MAX && ix >= rx0[up[u]] && ix <= rx1[up[u]])
+                    uf_unite(comp, id, roff[up[u]] + (size_t)(ix - rx0[up[u]]));
+        }
+    }
+    for (size_t id = 0; id < nn; id++) comp[id] = uf_root(comp, id); /* a part's root: its first node */
+    size_t nc = 0;
+    for (size_t id = 0; id < nn; id++) comp[id] = comp[id] == id ? nc++ : comp[comp[id]]; /* (the root's number) */
+    return nc;
 }
 
 /* remesh_scatter's planes are shared by the threads from this many inside vortons */
@@ -77,6 +398,7 @@ int vp_sim_remesh(vp_sim *s)
     if (n < 2) return VP_OK;
     const double *x = v->position->data, *w = v->vorticity->data, *r = v->radius->data;
     const double *d = v->density->data, *age = v->age->data, *vel = v->velocity->data;
+    const double rho0 = s->params.ambient_density;
     double lim_lo[3], lim_hi[3], lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     vp_robust_limits(s, lim_lo, lim_hi);
     size_t nin = 0;
@@ -109,6 +431,8 @@ int vp_sim_remesh(vp_sim *s)
     double *acc = NULL, *np_ = NULL, *amag = NULL;
     long *rx0 = NULL, *rx1 = NULL; /* per lattice row (y, z): the first and last x node reached */
     size_t *roff = NULL;           /* per row: where its nodes start in acc */
+    size_t *comp = NULL, *cstart = NULL; /* per node its part's number; the parts' starts in the kept order */
+    double *cdat = NULL;           /* per part: lattice_components' totals, box, and merged moments */
     if (nin < 2) goto done;
     double h = hb;
     long o[3], m[3];
@@ -146,8 +470,7 @@ int vp_sim_remesh(vp_sim *s)
     roff[0] = 0;
     for (size_t r0 = 0; r0 < nrow; r0++) roff[r0 + 1] = roff[r0] + (rx1[r0] >= rx0[r0] ? (size_t)(rx1[r0] - rx0[r0] + 1) : 0);
     const size_t nn = roff[nrow];
-    /* per node: strength (3), density mass (1), age mass and weight (2), velocity mass (3) */
-    acc = calloc(9 * (nn ? nn : 1), sizeof(double));
+    acc = calloc(NQ * (nn ? nn : 1), sizeof(double));
     if (!acc) { free(base); st = VP_ERR_NOMEM; goto done; }
     /* per node its strength's magnitude, computed once (three passes took its square root
      * each: a third of the serial remainder) */
@@ -157,7 +480,7 @@ int vp_sim_remesh(vp_sim *s)
      * race-free, and the same bits as one thread.  The slabs hold about equal numbers of the
      * vortons' kernel planes (a plume fills its box unevenly).  Then the magnitudes and their
      * largest value (max is exact: any order gives the same). */
-    double amax = 0, dmax = 0;
+    double amax = 0, dmax = 0, emax = 0;
     {
         const int threads = vp_threads(s), par = threads > 1 && nin >= REMESH_PARALLEL_MIN;
         const long nslab = par ? (m[2] < 4L * threads ? m[2] : 4L * threads) : 1;
@@ -180,60 +503,135 @@ int vp_sim_remesh(vp_sim *s)
         {
 #pragma omp for schedule(dynamic, 1)
             for (long t = 0; t < nslab; t++)
-                remesh_scatter(n, inside, base, x, w, r, d, age, vel, h, o, m, roff, rx0, zs[t], zs[t + 1], acc);
-#pragma omp for schedule(dynamic, 256) reduction(max : amax, dmax)
+                remesh_scatter(n, inside, base, x, w, r, d, age, vel, h, rho0, o, m, roff, rx0, zs[t], zs[t + 1], acc);
+#pragma omp for schedule(dynamic, 256) reduction(max : amax, dmax, emax)
             for (long id = 0; id < (long)nn; id++) {
-                const double *A = acc + 9 * id;
-                const double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]), ad = fabs(A[3]);
+                const double *A = acc + NQ * id;
+                const double am = sqrt(A[0] * A[0] + A[1] * A[1] + A[2] * A[2]), ad = fabs(A[3]), ae = fabs(A[9]);
                 amag[id] = am;
                 amax = am > amax ? am : amax;
                 dmax = ad > dmax ? ad : dmax;
+                emax = ae > emax ? ae : emax;
             }
         }
         free(zs);
     }
     free(base);
-    double thr = s->params.remesh_threshold, ta = thr * amax, td = thr * dmax;
-    size_t nkeep = 0;
-    for (size_t id = 0; id < nn; id++) {
-        const double *A = acc + 9 * id;
-        const double am = amag[id];
-        nkeep += (am > ta && am > 0) || (fabs(A[3]) > td && A[3] != 0);
+    const double V = h * h * h, rad = h * cbrt(3.0 / (4.0 * VP_PI));
+    /* the lattice's parts, and per part: its mass and heat (the vortons' that reach it: M4' is a
+     * partition of unity), its range of T - 1, and its box (the centre and half-size that the
+     * moments are taken about, for their conditioning) */
+    comp = malloc((nn ? nn : 1) * sizeof(size_t));
+    if (!comp) { st = VP_ERR_NOMEM; goto done; }
+    const size_t nc = lattice_components(nn, nrow, m, roff, rx0, rx1, comp);
+    enum { CM, CE, CTLO, CTHI, CLO, CHI = CLO + 3, CN = CHI + 3 }; /* per part: mass, heat, T - 1 range, box */
+    cdat = malloc((nc ? nc : 1) * (CN + NMOM) * sizeof(double));
+    cstart = malloc((nc + 2) * sizeof(size_t));
+    if (!cdat || !cstart) { st = VP_ERR_NOMEM; goto done; }
+    double *lost = cdat + nc * CN; /* per part: the merged nodes' moments (add_moments) */
+    for (size_t q = 0; q < nc; q++) {
+        double *C = cdat + CN * q;
+        C[CM] = C[CE] = C[CTLO] = C[CTHI] = 0;
+        for (int a = 0; a < 3; a++) { C[CLO + a] = INFINITY; C[CHI + a] = -INFINITY; }
     }
-    size_t nout = n - nin, total = nkeep + nout;
-    /* new arrays: position 3, vorticity 3, radius, density, age, velocity 3 -> 12 per vorton */
-    np_ = malloc(12 * (total ? total : 1) * sizeof(double));
-    if (!np_) { st = VP_ERR_NOMEM; goto done; }
-    double *P = np_, *Wn = np_ + 3 * total, *R = np_ + 6 * total, *D = np_ + 7 * total, *G = np_ + 8 * total,
-           *U = np_ + 9 * total;
-    double V = h * h * h, rad = h * cbrt(3.0 / (4.0 * VP_PI)), rho0 = s->params.ambient_density;
-    size_t k = 0;
     for (size_t row = 0; row < nrow; row++) {
-        const size_t iy = row % (size_t)m[1], iz = row / (size_t)m[1];
+        const double yz[2] = {(double)(o[1] + (long)(row % (size_t)m[1])), (double)(o[2] + (long)(row / (size_t)m[1]))};
         for (size_t id = roff[row]; id < roff[row + 1]; id++) {
-            const double *A = acc + 9 * id;
-            const double am = amag[id];
-            if (!((am > ta && am > 0) || (fabs(A[3]) > td && A[3] != 0))) continue;
-            const long ix = rx0[row] + (long)(id - roff[row]);
-            P[3 * k] = (double)(o[0] + ix) * h;
-            P[3 * k + 1] = (double)(o[1] + (long)iy) * h;
-            P[3 * k + 2] = (double)(o[2] + (long)iz) * h;
-            for (int a = 0; a < 3; a++) Wn[3 * k + a] = A[a] / V;
-            R[k] = rad;
-            double dd = A[3] / V, floor_d = -0.95 * rho0; /* M4' undershoots at sharp fronts */
-            D[k] = dd > floor_d ? dd : floor_d;
-            G[k] = A[5] > 0 ? A[4] / A[5] : 0.0;
-            for (int a = 0; a < 3; a++) U[3 * k + a] = A[5] > 0 ? A[6 + a] / A[5] : 0.0; /* advection velocity */
-            k++;
+            const double *A = acc + NQ * id, p[3] = {(double)(o[0] + rx0[row] + (long)(id - roff[row])), yz[0], yz[1]};
+            double *C = cdat + CN * comp[id];
+            C[CM] += A[3];
+            C[CE] += A[9];
+            C[CTLO] = A[10] < C[CTLO] ? A[10] : C[CTLO];
+            C[CTHI] = A[11] > C[CTHI] ? A[11] : C[CTHI];
+            for (int a = 0; a < 3; a++) {
+                C[CLO + a] = p[a] < C[CLO + a] ? p[a] : C[CLO + a];
+                C[CHI + a] = p[a] > C[CHI + a] ? p[a] : C[CHI + a];
+            }
         }
     }
-    for (size_t i = 0; i < n; i++) { /* escapees unchanged, after the lattice */
-        if (inside[i]) continue;
-        for (int a = 0; a < 3; a++) { P[3 * k + a] = x[3 * i + a]; Wn[3 * k + a] = w[3 * i + a]; }
-        R[k] = r[i]; D[k] = d[i]; G[k] = age[i];
-        for (int a = 0; a < 3; a++) U[3 * k + a] = vel[3 * i + a];
-        k++;
+    for (size_t q = 0; q < nc; q++) { /* the box in lattice units -> its centre (CLO) and half-size (CHI) */
+        double *C = cdat + CN * q, half = 1;
+        for (int a = 0; a < 3; a++) {
+            half = 0.5 * (C[CHI + a] - C[CLO + a]) > half ? 0.5 * (C[CHI + a] - C[CLO + a]) : half;
+            C[CLO + a] = 0.5 * (C[CHI + a] + C[CLO + a]) * h;
+        }
+        C[CHI] = half * h;
     }
+    size_t total = 0;
+    int placed = 0;
+    /* Population control, then the lattice's densities, part by part; if either cannot conserve
+     * with the weak nodes merged, again with less merged, at last with every node kept; if not
+     * even then, the vortons stay as they are. */
+    static const double thr_scale[] = {1.0, 0.5, 0.25, 0.1, 0.0};
+    for (int attempt = 0; attempt < 5 && !placed; attempt++) {
+        const double thr = s->params.remesh_threshold * thr_scale[attempt];
+        const double ta = thr * amax, tm = thr * dmax, te = thr * emax;
+#define KEEP(A, am) (((am) > ta && (am) > 0) || (fabs((A)[3]) > tm && (A)[3] != 0) || (fabs((A)[9]) > te && (A)[9] != 0))
+        size_t nkeep = 0;
+        memset(cstart, 0, (nc + 2) * sizeof(size_t));
+        memset(lost, 0, NMOM * nc * sizeof(double));
+        for (size_t id = 0; id < nn; id++)
+            if (KEEP(acc + NQ * id, amag[id])) { nkeep++; cstart[comp[id] + 2]++; }
+        const size_t nout = n - nin;
+        total = nkeep + nout;
+        /* new arrays: position 3, vorticity 3, radius, density, age, velocity 3 -> 12 per vorton;
+         * the kept nodes' heats, and their numbers grouped by part */
+        free(np_);
+        np_ = malloc((12 * (total ? total : 1) + 2 * nkeep) * sizeof(double));
+        if (!np_) { st = VP_ERR_NOMEM; goto done; }
+        double *P = np_, *Wn = np_ + 3 * total, *R = np_ + 6 * total, *D = np_ + 7 * total, *G = np_ + 8 * total,
+               *U = np_ + 9 * total, *Hk = np_ + 12 * total;
+        size_t *order = (size_t *)(Hk + nkeep); /* (a size_t fits a double's room) */
+        for (size_t q = 0; q < nc; q++) cstart[q + 2] += cstart[q + 1]; /* part q's first: cstart[q + 1] */
+        size_t k = 0;
+        for (size_t row = 0; row < nrow; row++) {
+            const size_t iy = row % (size_t)m[1], iz = row / (size_t)m[1];
+            for (size_t id = roff[row]; id < roff[row + 1]; id++) {
+                const double *A = acc + NQ * id;
+                const long ix = rx0[row] + (long)(id - roff[row]);
+                const double p[3] = {(double)(o[0] + ix) * h, (double)(o[1] + (long)iy) * h,
+                                     (double)(o[2] + (long)iz) * h};
+                const double *C = cdat + CN * comp[id];
+                if (!KEEP(A, amag[id])) {
+                    const double y[3] = {(p[0] - C[CLO]) / C[CHI], (p[1] - C[CLO + 1]) / C[CHI],
+                                         (p[2] - C[CLO + 2]) / C[CHI]};
+                    add_moments(y, A, lost + NMOM * comp[id]);
+                    continue;
+                }
+                order[cstart[comp[id] + 1]++] = k;
+                for (int a = 0; a < 3; a++) { P[3 * k + a] = p[a]; Wn[3 * k + a] = A[a]; } /* strengths, for now */
+                R[k] = rad;
+                D[k] = A[3]; /* the node's mass and heat, for now */
+                Hk[k] = A[9];
+                G[k] = A[5] > 0 ? A[4] / A[5] : 0.0;
+                for (int a = 0; a < 3; a++) U[3 * k + a] = A[5] > 0 ? A[6 + a] / A[5] : 0.0; /* advection velocity */
+                k++;
+            }
+        }
+#undef KEEP
+        int ok = 1; /* part q's kept nodes: order[cstart[q] .. cstart[q + 1]) */
+        for (size_t q = 0; q < nc && ok; q++) {
+            const double *C = cdat + CN * q, *lq = lost + NMOM * q;
+            const size_t *idx = order + cstart[q], nq = cstart[q + 1] - cstart[q];
+            int any = 0;
+            for (int j = 0; j < NMOM; j++) any |= lq[j] != 0;
+            if (any && restore_moments(nq, idx, P, Wn, C + CLO, C[CHI], lq)) ok = 0;
+            else if (lattice_densities(nq, idx, D, Hk, V, rho0, C[CM], C[CE], 1 + C[CTLO], 1 + C[CTHI])) ok = 0;
+        }
+        if (!ok) continue;
+        for (size_t q = 0; q < 3 * nkeep; q++) Wn[q] /= V;
+        for (size_t i = 0; i < n; i++) { /* escapees unchanged, after the lattice */
+            if (inside[i]) continue;
+            for (int a = 0; a < 3; a++) { P[3 * k + a] = x[3 * i + a]; Wn[3 * k + a] = w[3 * i + a]; }
+            R[k] = r[i]; D[k] = d[i]; G[k] = age[i];
+            for (int a = 0; a < 3; a++) U[3 * k + a] = vel[3 * i + a];
+            k++;
+        }
+        placed = 1;
+    }
+    if (!placed) goto done;
+    double *P = np_, *Wn = np_ + 3 * total, *R = np_ + 6 * total, *D = np_ + 7 * total, *G = np_ + 8 * total,
+           *U = np_ + 9 * total;
     /* replace: reserve first (so failure loses nothing), then drop the old rows and fill */
     if ((st = vp_sim_reserve_vortons(s, total))) goto done;
     {
@@ -250,5 +648,6 @@ int vp_sim_remesh(vp_sim *s)
     }
 done:
     free(inside); free(acc); free(np_); free(amag); free(rx0); free(rx1); free(roff);
+    free(comp); free(cstart); free(cdat);
     return st;
 }

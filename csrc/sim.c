@@ -37,6 +37,7 @@ void vp_sim_free(vp_sim *s)
     free(s->cell_velocity);
     free(s->grid_velocity); free(s->grid_jacobian); free(s->grid_density); free(s->grid_density_gradient);
     free(s->scratch);
+    free(s->midpoint_work);
     free(s->backup); free(s->backup_bodies); free(s->backup_emitters);
     vp_tree_free(s->tree);
     vp_poisson_free(s->poisson);
@@ -133,6 +134,42 @@ static int remesh_due(const vp_sim *s)
         }                                                                                     \
     } while (0)
 
+/* params.integrator rk2: the grid's velocity and Jacobian become the average of this step's
+ * (at the start state) and those of the predicted end state (the vortons stretched and moved
+ * through the start field, then put back), which is the field at the step's midpoint to
+ * second order.  Frozen, the field of the step's start moves the vortons for the whole step: a
+ * ring's vortons then lag its motion by half a step, and its radius grows by O(dt) a unit time
+ * (two leapfrogging rings gained 22% impulse in 10 s at dt = 1/30). */
+static int midpoint_field(vp_sim *s)
+{
+    vp_vortons *v = &s->vortons;
+    const size_t n = v->n, nn = vp_grid_count(&s->grid), need = 6 * n + 12 * nn;
+    if (!n) return VP_OK;
+    if (need > s->midpoint_allocated) {
+        double *p = realloc(s->midpoint_work, need * sizeof(double));
+        if (!p) return VP_ERR_NOMEM;
+        s->midpoint_work = p;
+        s->midpoint_allocated = need;
+    }
+    double *x0 = s->midpoint_work, *w0 = x0 + 3 * n, *g0 = w0 + 3 * n, *j0 = g0 + 3 * nn;
+    memcpy(x0, v->position->data, 3 * n * sizeof(double));
+    memcpy(w0, v->vorticity->data, 3 * n * sizeof(double));
+    memcpy(g0, s->grid_velocity, 3 * nn * sizeof(double));
+    memcpy(j0, s->grid_jacobian, 9 * nn * sizeof(double));
+    const double rate0 = s->max_rate;
+    int st = vp_stretch(s);
+    if (!st) st = vp_advect_vortons(s);
+    if (!st) st = vp_velocity_grid(s);
+    memcpy(v->position->data, x0, 3 * n * sizeof(double));
+    memcpy(v->vorticity->data, w0, 3 * n * sizeof(double));
+    if (st) return st;
+    double *g = s->grid_velocity, *J = s->grid_jacobian;
+    for (size_t i = 0; i < 3 * nn; i++) g[i] = 0.5 * (g0[i] + g[i]);
+    for (size_t i = 0; i < 9 * nn; i++) J[i] = 0.5 * (j0[i] + J[i]);
+    s->max_rate = s->max_rate > rate0 ? s->max_rate : rate0;
+    return VP_OK;
+}
+
 /* One step of dt: physics.md section 2, items 1-10, in order.  The finiteness checks are
  * reported in the phase whose output they check. */
 static int step_once(vp_sim *s)
@@ -143,6 +180,7 @@ static int step_once(vp_sim *s)
     PHASE(VP_PHASE_DOMAIN, vp_domain_update(s));                      /* 1 (and the positions finite) */
     PHASE(VP_PHASE_VELOCITY, vp_velocity_grid(s));                    /* 2 */
     PHASE(VP_PHASE_VELOCITY, check_finite(s, CHECK_W | CHECK_D));     /* (the vorticity and density as given) */
+    if (s->params.integrator == VP_INTEGRATOR_RK2) PHASE(VP_PHASE_VELOCITY, midpoint_field(s));
     PHASE(VP_PHASE_STRETCH, vp_stretch(s));                           /* 3 */
     PHASE(VP_PHASE_BAROCLINIC, vp_density_grid(s));                   /* 4: the density grid, */
     PHASE(VP_PHASE_BAROCLINIC, vp_baroclinic(s));                     /*    then its term */
@@ -295,8 +333,7 @@ void vp_sim_diagnostics(const vp_sim *s, const double origin[3], vp_diagnostics 
             d->angular_impulse[k] += rrxa[k] / 3.0;
         }
         d->enstrophy += vp_dot3(w, w) * V;
-        double T = vp_temperature_from_density(rho0, v->density->data[i]);
-        d->fluid_heat += s->params.fluid_heat_capacity * V * (T - 1.0);
+        d->fluid_heat += s->params.fluid_heat_capacity * V * vp_excess_temperature(rho0, v->density->data[i]);
         d->mass_deviation += v->density->data[i] * V;
         d->kinetic_energy += 0.5 * rho0 * vp_dot3(u, u) * V;
     }

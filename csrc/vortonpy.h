@@ -33,6 +33,14 @@ typedef enum {
  * is kept for accuracy: with one cell per vorton over a non-uniform set the grid is coarser
  * than the dense part's spacing, and poisson's smoothing (sigma >= 0.8 h) changes the flow. */
 typedef enum { VP_SOLVER_DIRECT = 0, VP_SOLVER_TREE = 1, VP_SOLVER_POISSON = 2, VP_SOLVER_AUTO = 3 } vp_solver;
+/* Time stepping (params.integrator, sim.c): FROZEN moves and stretches the vortons through the
+ * velocity field of the step's start (first order in time for the coupled flow: the field moves
+ * during the step); RK2 also solves the field at the predicted end state and uses the average
+ * of the two, the field at the step's midpoint to second order. */
+typedef enum { VP_INTEGRATOR_FROZEN = 0, VP_INTEGRATOR_RK2 = 1 } vp_integrator;
+/* Stretching's form (params.stretch_form, stretch.c): J w or J^T w, J_ab = du_a/dx_b; the same
+ * for a divergence-free vorticity field, not for the vortons' (which is not exactly so). */
+typedef enum { VP_STRETCH_CLASSICAL = 0, VP_STRETCH_TRANSPOSE = 1 } vp_stretch_form;
 #define VP_AUTO_POISSON_MIN 1000
 
 /* Fluid-body coupling (physics.md 2.7): PHYSICAL, no-slip and no-through on the whole surface by
@@ -228,6 +236,8 @@ typedef struct {
     float *cell_velocity;      /* (cells,8,4) float32: per cell the 8 coefficients of the trilinear
                                   polynomial of [u v w density], for the tracers (advect.c) */
     size_t cell_allocated;     /* cells cell_velocity can hold */
+    double *midpoint_work;     /* rk2: the start state's vortons (x, w) and grid fields (velocity, Jacobian) */
+    size_t midpoint_allocated; /* doubles */
     double *scratch;           /* a phase's scratch (workspace.c; diffusion: 17 doubles a vorton), kept between steps */
     size_t scratch_allocated;
     vp_tree *tree;
@@ -294,8 +304,8 @@ typedef struct {
     double linear_impulse[3];  /* 1/2 sum x_i x a_i   (fluid momentum / rho0) */
     double angular_impulse[3]; /* 1/3 sum x_i x (x_i x a_i) */
     double enstrophy;          /* sum |w_i|^2 V_i */
-    double heat;               /* heat above the ambient temperature 1: sum C_i (T_i - 1) over vortons
-                                  + sum Cb (Tb - 1) over bodies (empty space is ambient fluid) */
+    double heat;               /* heat above the ambient's: sum C_i (T_i - 1) over vortons + sum Cb (Tb - 1)
+                                  over bodies (the conserved total: ambient fluid, vorton or not, adds 0) */
     double fluid_heat;         /* vortons only */
     double mass_deviation;     /* sum d_i V_i */
     double kinetic_energy;     /* 1/2 rho0 sum |u_i|^2 V_i with u from the last advection */
@@ -305,6 +315,9 @@ void vp_sim_diagnostics(const vp_sim *s, const double origin[3], vp_diagnostics 
 /* Temperature from density deviation: ideal gas at constant pressure (physics.md 1). */
 static inline double vp_temperature_from_density(double rho0, double d) { return rho0 / (rho0 + d); }
 static inline double vp_density_from_temperature(double rho0, double T) { return rho0 / T - rho0; }
+/* T - 1, the temperature above the ambient's, at density deviation d (exact for small d, where
+ * T - 1 would cancel): a vorton's heat above the ambient's is C V (T - 1). */
+static inline double vp_excess_temperature(double rho0, double d) { return -d / (rho0 + d); }
 
 /* Random numbers (xoshiro256**), deterministic and saved with the state. */
 void vp_rng_seed(uint64_t st[4], uint64_t seed);

@@ -101,7 +101,9 @@ class Sim:
         vorton_lifetime: float = 0.0,
         tracer_lifetime: float = 0.0,
         advect_order: int = 2,
+        integrator: Literal['frozen', 'rk2'] = 'frozen',
         stretch: bool = True,
+        stretch_form: Literal['classical', 'transpose'] = 'classical',
         baroclinic: bool = True,
         rollback: bool = False,
         remesh_interval: int = 0,
@@ -159,8 +161,12 @@ class Sim:
     """tracers older than this are removed, in batches at most ~3% late (0: never) [time]"""
     advect_order: int
     """1: explicit Euler (as the seeds); 2: Heun in the frozen grid velocity"""
+    integrator: Literal['frozen', 'rk2']
+    """time stepping: frozen (the step's start velocity field, one solve) or rk2 (a second solve at the predicted end, the two fields averaged: second order in time, ~2x the velocity phase)"""
     stretch: bool
     """vortex stretching and tilting (off: for tests)"""
+    stretch_form: Literal['classical', 'transpose']
+    """stretching as (w . grad) u = J w (classical) or J^T w (transpose: keeps a ring's impulse, with rk2)"""
     baroclinic: bool
     """baroclinic vorticity generation (off: density is a passive dye)"""
     rollback: bool
@@ -168,7 +174,7 @@ class Sim:
     remesh_interval: int
     """frames between remeshings of the vortons onto a lattice (0: never) [frames]"""
     remesh_threshold: float
-    """remeshing drops lattice nodes weaker than this fraction of the strongest"""
+    """remeshing merges lattice nodes weaker than this fraction of the strongest into the others"""
     max_rate_dt: float
     """a step whose largest |grad u| dt exceeds this runs as substeps (0: never)"""
     max_substeps: int

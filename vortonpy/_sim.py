@@ -254,14 +254,17 @@ class Sim(_core.Sim):
 
         ``circulation`` sum a_i (3,); ``linear_impulse`` 1/2 sum x x a (3,) and
         ``angular_impulse`` 1/3 sum x x (x x a) (3,), about ``origin`` (default 0); ``enstrophy``;
-        ``heat`` (fluid + bodies, above the ambient temperature 1: empty space is ambient fluid);
-        ``fluid_heat``; ``mass_deviation``; ``kinetic_energy`` (from particle velocities);
-        ``body_momentum`` and ``body_angular_momentum`` (lists of (3,)); ``fluid_momentum`` and
-        ``fluid_angular_momentum``, the fluid's own: rho0 times the impulses, less (with the
-        physical body coupling, where the vortons inside a body move with it) the fluid a body
-        displaces, rho0 V (U, and c x U + 2/5 R^2 W); ``total_momentum`` and
-        ``total_angular_momentum``: fluid + free bodies (about ``origin``), which the coupling
-        conserves; ``vortons``, ``tracers``, ``time``, ``frame``."""
+        ``heat``, the heat above the ambient's, sum C V (T - 1) over the vortons plus
+        sum Cb (Tb - 1) over the bodies (the total that conduction, diffusion and remeshing
+        conserve: ambient fluid adds nothing, whether a vorton carries it or not);
+        ``fluid_heat`` (its vortons' part); ``mass_deviation`` sum d V; ``kinetic_energy`` (from
+        particle velocities); ``body_momentum`` and ``body_angular_momentum`` (lists of (3,));
+        ``fluid_momentum`` and ``fluid_angular_momentum``, the fluid's own: rho0 times the
+        impulses, less (with the physical body coupling, where the vortons inside a body move
+        with it) the fluid a body displaces, rho0 V (U, and c x U + 2/5 R^2 W);
+        ``total_momentum`` and ``total_angular_momentum``: fluid + free bodies (about
+        ``origin``), which the coupling conserves; ``vortons``, ``tracers``, ``time``,
+        ``frame``."""
         d = self._diagnostics(origin)
         rho0 = self.ambient_density
         o = np.zeros(3) if origin is None else np.asarray(origin, dtype=float)
