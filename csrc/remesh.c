@@ -109,10 +109,19 @@ int vp_sim_remesh(vp_sim *s)
         }
     }
     int st = VP_OK;
-    double *acc = NULL, *np_ = NULL, *amag = NULL;
+    double *acc = NULL, *np_ = NULL, *amag = NULL, *dev = NULL;
     long *rx0 = NULL, *rx1 = NULL; /* per lattice row (y, z): the first and last x node reached */
     size_t *roff = NULL;           /* per row: where its nodes start in acc */
     if (nin < 2) goto done;
+    if (s->params.stratification.n) {
+        /* With a stratification (physics.md 2.4) the deviation from the ambient at each
+         * vorton's height is remeshed, and each node gets the ambient of its own height back:
+         * a node of ambient fluid carries nothing and is not kept. */
+        dev = malloc(n * sizeof(double));
+        if (!dev) { st = VP_ERR_NOMEM; goto done; }
+        vp_ambient_deviation(&s->params, n, x, dev);
+        for (size_t i = 0; i < n; i++) dev[i] = d[i] - dev[i];
+    }
     double h = hb;
     long o[3], m[3];
     double cells = 1;
@@ -188,7 +197,7 @@ int vp_sim_remesh(vp_sim *s)
 #endif
             long z0 = m[2] * me / nth, z1 = m[2] * (me + 1) / nth;
             if (nth == team && zs[team] == m[2]) { z0 = zs[me]; z1 = zs[me + 1]; }
-            remesh_scatter(n, inside, base, x, w, r, d, age, vel, h, o, m, roff, rx0, z0, z1, acc);
+            remesh_scatter(n, inside, base, x, w, r, dev ? dev : d, age, vel, h, o, m, roff, rx0, z0, z1, acc);
 #pragma omp barrier
 #pragma omp for schedule(static) reduction(max : amax, dmax)
             for (long id = 0; id < (long)nn; id++) {
@@ -229,6 +238,7 @@ int vp_sim_remesh(vp_sim *s)
             for (int a = 0; a < 3; a++) Wn[3 * k + a] = A[a] / V;
             R[k] = rad;
             double dd = A[3] / V, floor_d = -0.95 * rho0; /* M4' undershoots at sharp fronts */
+            if (dev) dd += vp_ambient_density(&s->params, P + 3 * k) - rho0; /* the node's own ambient */
             D[k] = dd > floor_d ? dd : floor_d;
             G[k] = A[5] > 0 ? A[4] / A[5] : 0.0;
             for (int a = 0; a < 3; a++) U[3 * k + a] = A[5] > 0 ? A[6 + a] / A[5] : 0.0; /* advection velocity */
@@ -257,6 +267,6 @@ int vp_sim_remesh(vp_sim *s)
         memcpy(v->velocity->data, U, 3 * total * sizeof(double));
     }
 done:
-    free(inside); free(acc); free(np_); free(amag); free(rx0); free(rx1); free(roff);
+    free(inside); free(acc); free(np_); free(amag); free(rx0); free(rx1); free(roff); free(dev);
     return st;
 }
