@@ -5,6 +5,17 @@
 #include "grid_inline.h"
 #include "kernel.h"
 
+/* Whether x lies inside one of the bodies. */
+static int inside_a_body(const vp_sim *s, const double x[3])
+{
+    for (size_t b = 0; b < s->n_bodies; b++) {
+        const vp_body *B = &s->bodies[b];
+        const double r[3] = {x[0] - B->position[0], x[1] - B->position[1], x[2] - B->position[2]};
+        if (vp_dot3(r, r) < B->radius * B->radius) return 1;
+    }
+    return 0;
+}
+
 /* The density grid (physics.md 2.4, part 8): each vorton's mass deviation d_i V_i,
  * cloud-in-cell splatted and divided by the cell volume, so the grid holds exactly the
  * particles' total mass; then its central-difference gradient.  With a stratification the
@@ -48,6 +59,21 @@ int vp_density_grid(vp_sim *s)
         vp_ambient_deviation(&s->params, v->n, xp, m);
         for (size_t i = 0; i < v->n; i++) m[i] = d[i] - m[i];
         d = m;
+    }
+    /* The fluid inside a body is the body's: the vortons there (the physical coupling keeps
+     * its lattice's inside the body) carry no deviation of their own, or the body would be
+     * buoyed twice, by vp_bodies_buoyancy and by the baroclinic flow of its own contents (a
+     * neutral ball in a linear profile rested 0.07 above its level, carrying the fluid of the
+     * height it was released at). */
+    for (size_t i = 0; i < v->n && s->n_bodies; i++) {
+        if (d[i] == 0.0 || !inside_a_body(s, x + 3 * i)) continue;
+        if (!m) {
+            m = vp_sim_scratch(s, v->n + work);
+            if (!m) return VP_ERR_NOMEM;
+            memcpy(m, d, v->n * sizeof(double));
+            d = m;
+        }
+        m[i] = 0.0;
     }
     int any = 0;
     for (size_t i = 0; i < v->n && !any; i++) any = d[i] != 0.0;

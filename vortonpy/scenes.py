@@ -363,10 +363,10 @@ def two_drops(deviation=0.9, drop_radius=0.6, offset=2.0, per_axis=(10, 10, 24),
 
 
 _STILL = ("", "count", "number of still vortons of the layers' own fluid on a lattice filling the 2^3 box "
-                      "(the fluid that the articles' contact rule pushes; 0: none)")
+                      "(fluid for body_coupling='articles' to push; the physical coupling makes its own)")
 
 
-def _neutral_ball(height, radius, density):
+def _ball(height, radius, density):
     """A ball of the given density released at rest at ``height`` on the z axis; it does not
     conduct heat (a ball at the reference temperature 1 would warm the layers below it)."""
     return dict(position=[0.0, 0.0, height], radius=radius, mass=density * (4 / 3 * np.pi * radius ** 3),
@@ -389,19 +389,24 @@ def _layered_box(vortons, tracers):
                                                                   "(+ below, - above)"),
                                interface=("length", "pos", "thickness of the interface at z = 0"), **_BALL,
                                ball_height=("length", "num", "height the ball is released at"),
+                               ball_density=("mass/length^3", "pos", "density of the ball (None: the interface's, "
+                                                                     "neutral there)"),
                                vortons=_STILL, tracers=_TRACERS))
-def stratified(deviation=0.6, interface=0.1, ball_radius=0.2, ball_height=0.5, vortons=1024, tracers=30000, *, sim):
+def stratified(deviation=0.6, interface=0.1, ball_radius=0.2, ball_height=0.5, ball_density=None, vortons=0,
+               tracers=30000, *, sim):
     """Part 9, figure 3: a stratified ambient of two layers, heavy (+0.6) below and light
     (-0.6) above a thin interface at z = 0, and a neutrally buoyant ball (the interface's
     density) released above it: it sinks through the light layer, overshoots into the heavy
     one, is buoyed back and settles at the interface, where the fluid is as dense as it is.
 
     The layers are the ambient fluid (``stratification``): they stay at rest, and the fluid
-    the ball drags out of its layer is pulled back."""
+    the ball drags out of its layer is pulled back.  The vortons are remeshed every 20
+    frames (the ball's wake keeps making new ones)."""
     rho0 = sim["ambient_density"]
     layers = [[-interface / 2, rho0 + deviation], [interface / 2, rho0 - deviation]]
-    return dict(sim=dict(viscosity=0.01, stratification=layers), **_layered_box(vortons, tracers),
-                bodies=[_neutral_ball(ball_height, ball_radius, rho0)])
+    density = rho0 if ball_density is None else ball_density
+    return dict(sim=dict(viscosity=0.01, stratification=layers, **REMESH), **_layered_box(vortons, tracers),
+                bodies=[_ball(ball_height, ball_radius, density)])
 
 
 @scene(frames=300, params=dict(gradient=("mass/length^4", "pos", "|d rho / dz| of the ambient's linear profile"),
@@ -418,12 +423,13 @@ def linear_stratification(gradient=1.0, depth=0.8, ball_radius=0.2, displacement
     the wake it makes.
 
     The profile passes through ambient_density at z = 0 with slope -``gradient`` (densities
-    must stay positive: ``gradient * depth < ambient_density``)."""
+    must stay positive: ``gradient * depth < ambient_density``).  The vortons are remeshed
+    every 20 frames."""
     rho0 = sim["ambient_density"]
     layers = [[-depth, rho0 + gradient * depth], [depth, rho0 - gradient * depth]]
     dz = ball_radius if displacement is None else displacement
-    return dict(sim=dict(viscosity=0.01, stratification=layers), **_layered_box(vortons, tracers),
-                bodies=[_neutral_ball(dz, ball_radius, rho0)])
+    return dict(sim=dict(viscosity=0.01, stratification=layers, **REMESH), **_layered_box(vortons, tracers),
+                bodies=[_ball(dz, ball_radius, rho0)])
 
 
 @scene(frames=300, color="temperature",
