@@ -21,7 +21,8 @@ SOURCES = [
     "csrc/module.c", "csrc/params.c", "csrc/sim.c", "csrc/workspace.c", "csrc/particles.c", "csrc/grid.c",
     # the step's phases, physics.md section 2
     "csrc/domain.c", "csrc/velocity.c", "csrc/direct.c", "csrc/tree.c", "csrc/poisson.c",
-    "csrc/stretch.c", "csrc/buoyancy.c", "csrc/diffuse.c", "csrc/advect.c", "csrc/contact.c", "csrc/penalize.c",
+    "csrc/stretch.c", "csrc/ambient.c", "csrc/buoyancy.c", "csrc/diffuse.c", "csrc/advect.c", "csrc/contact.c",
+    "csrc/penalize.c",
     "csrc/body.c", "csrc/emit.c", "csrc/remesh.c",
     "csrc/cpu.c",
     # the FFT lines (pocketfft's C++ header, vectorised across lines): the one C++ part

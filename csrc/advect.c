@@ -462,6 +462,26 @@ static int advect_tracer_cells(vp_sim *s)
     return finish_outliers(s, t->n, x, vel, oidx, ocnt, nb, block, s->bodies, (size_t)nbod);
 }
 
+/* With a stratification (physics.md 2.4) the grid holds the deviation from the ambient: the
+ * tracers' density is the ambient's at their place plus it, relative to rho0 like the
+ * vortons' densities, so that dye shows the layers. */
+static void tracers_add_ambient(vp_sim *s)
+{
+    vp_tracers *t = &s->tracers;
+    const int threads = vp_threads(s);
+    (void)threads;
+    const long n = (long)t->n, block = 256, nb = (n + block - 1) / block;
+    const double *x = t->position->data;
+    double *d = t->density->data;
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > 4096)
+    for (long b = 0; b < nb; b++) {
+        double e[256];
+        const long i0 = b * block, i1 = vp_block_end(b, block, n);
+        vp_ambient_deviation(&s->params, (size_t)(i1 - i0), x + 3 * i0, e);
+        for (long i = i0; i < i1; i++) d[i] += e[i - i0];
+    }
+}
+
 /* Phase 6 (physics.md 2.6) for the tracers, as for the vortons; they also sample the density
  * grid, so dye can be coloured by density or temperature.  The cell path also projects the
  * tracers that entered a body to its surface (vp_collide's tracer pass then has nothing to
@@ -471,20 +491,23 @@ int vp_advect_tracers(vp_sim *s, int *projected)
     vp_tracers *t = &s->tracers;
     *projected = 0;
     if (!t->n) return VP_OK;
+    int st;
     if (tracers_use_cells(s)) {
         *projected = 1;
-        return advect_tracer_cells(s);
-    }
-    const int threads = vp_threads(s);
-    (void)threads;
-    double *x = t->position->data, *d = t->density->data;
-    int st = advect_nodes(s, t->n, x, t->velocity->data);
-    if (st) return st;
-    if (density_nonuniform(s)) {
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 4096)
-        for (long i = 0; i < (long)t->n; i++) vp_grid_interp(&s->grid, s->grid_density, 1, x + 3 * i, d + i);
+        st = advect_tracer_cells(s);
     } else {
-        memset(d, 0, t->n * sizeof(double)); /* uniform ambient fluid: nothing to sample */
+        const int threads = vp_threads(s);
+        (void)threads;
+        double *x = t->position->data, *d = t->density->data;
+        st = advect_nodes(s, t->n, x, t->velocity->data);
+        if (st) return st;
+        if (density_nonuniform(s)) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 4096)
+            for (long i = 0; i < (long)t->n; i++) vp_grid_interp(&s->grid, s->grid_density, 1, x + 3 * i, d + i);
+        } else {
+            memset(d, 0, t->n * sizeof(double)); /* uniform ambient fluid: nothing to sample */
+        }
     }
-    return VP_OK;
+    if (!st && s->params.stratification.n) tracers_add_ambient(s);
+    return st;
 }

@@ -17,7 +17,9 @@ int vp_sim_add_emitter(vp_sim *s, const vp_emitter *e)
 }
 
 /* Phase 10 (physics.md 2.10): emitters add particles at their rates, uniformly in their
- * boxes; vortons get vorticity of the emitter's magnitude in a random direction. */
+ * boxes; vortons get vorticity of the emitter's magnitude in a random direction.  An
+ * emitter's density is a deviation from the ambient where each particle appears (with a
+ * stratification, physics.md 2.4: 0 emits ambient fluid of that height). */
 int vp_emit(vp_sim *s)
 {
     double dt = s->params.dt;
@@ -38,6 +40,10 @@ int vp_emit(vp_sim *s)
                 w[3 * i] = E->vorticity * q * cos(phi); w[3 * i + 1] = E->vorticity * q * sin(phi); w[3 * i + 2] = E->vorticity * z;
                 r[i] = E->vorton_radius; d[i] = E->density;
             }
+            if (s->params.stratification.n) {
+                vp_ambient_deviation(&s->params, nv, p, d);
+                for (size_t i = 0; i < nv; i++) d[i] += E->density;
+            }
             int st = vp_sim_add_vortons(s, nv, p, w, r, d);
             free(buf);
             if (st) return st;
@@ -48,6 +54,10 @@ int vp_emit(vp_sim *s)
             for (size_t i = 0; i < nt; i++) {
                 for (int a = 0; a < 3; a++) buf[3 * i + a] = E->center[a] + E->half_size[a] * (2 * vp_rng_uniform(s->rng) - 1);
                 buf[3 * nt + i] = E->density;
+            }
+            if (s->params.stratification.n) {
+                vp_ambient_deviation(&s->params, nt, buf, buf + 3 * nt);
+                for (size_t i = 0; i < nt; i++) buf[3 * nt + i] += E->density;
             }
             int st = vp_sim_add_tracers(s, nt, buf, buf + 3 * nt);
             free(buf);

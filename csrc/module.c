@@ -403,12 +403,60 @@ static PyObject *param_value_error(const vp_param_info *pi, double v)
     return NULL;
 }
 
+/* A PROFILE parameter from None, an empty sequence (no points) or (height, value) rows, an
+ * (N, 2) array-like; checked by the core (vp_profile_check). */
+static int set_profile(vp_profile *out, const vp_param_info *pi, PyObject *val)
+{
+    vp_profile pr;
+    memset(&pr, 0, sizeof pr);
+    int empty = val == Py_None || (PySequence_Check(val) && !PyUnicode_Check(val) && PySequence_Size(val) == 0);
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (!empty) {
+        if (PyUnicode_Check(val) || PyBytes_Check(val)) {
+            PyErr_Format(PyExc_TypeError, "%s must be None or (height, density) pairs, got %R", pi->name, val);
+            return -1;
+        }
+        npy_intp n = -1;
+        PyArrayObject *a = as_rows(val, pi->name, 2, &n);
+        if (!a) return -1;
+        if (n > (npy_intp)pi->max) {
+            PyErr_Format(PyExc_ValueError, "%s must have at most %d points, got %zd", pi->name, (int)pi->max,
+                         (Py_ssize_t)n);
+            Py_DECREF(a);
+            return -1;
+        }
+        const double *d = PyArray_DATA(a);
+        pr.n = (int)n;
+        for (npy_intp k = 0; k < n; k++) { pr.height[k] = d[2 * k]; pr.value[k] = d[2 * k + 1]; }
+        Py_DECREF(a);
+    }
+    char why[320];
+    if (vp_profile_check(pi, &pr, why, sizeof why)) { PyErr_SetString(PyExc_ValueError, why); return -1; }
+    *out = pr;
+    return 0;
+}
+
+/* A PROFILE parameter's value: None without points, else a tuple of (height, value) tuples. */
+static PyObject *get_profile(const vp_profile *pr)
+{
+    if (!pr->n) Py_RETURN_NONE;
+    PyObject *t = PyTuple_New(pr->n);
+    for (int k = 0; t && k < pr->n; k++) {
+        PyObject *row = Py_BuildValue("(dd)", pr->height[k], pr->value[k]);
+        if (!row) { Py_CLEAR(t); break; }
+        PyTuple_SET_ITEM(t, k, row);
+    }
+    return t;
+}
+
 /* Convert val and store it into p's field for pi; TypeError/ValueError naming the parameter. */
 static int set_param(vp_params *p, const vp_param_info *pi, PyObject *val)
 {
     char *field = (char *)p + pi->offset;
     double v;
     switch (pi->type) {
+    case VP_PARAM_PROFILE:
+        return set_profile((vp_profile *)field, pi, val);
     case VP_PARAM_VEC3: {
         double g[3];
         if (parse_vec3(val, pi->name, g)) return -1;
@@ -474,6 +522,7 @@ static PyObject *get_param(const vp_params *p, const vp_param_info *pi)
     case VP_PARAM_SIZE: return PyLong_FromSize_t(*(const size_t *)field);
     case VP_PARAM_BOOL: return PyBool_FromLong(*(const int *)field);
     case VP_PARAM_VEC3: return vec3((const double *)field);
+    case VP_PARAM_PROFILE: return get_profile((const vp_profile *)field);
     case VP_PARAM_ENUM:
         if (choice_name(pi, *(const int *)field, buf, sizeof buf)) return PyLong_FromLong(*(const int *)field);
         return PyUnicode_FromString(buf);
@@ -494,7 +543,7 @@ static PyObject *parameters_metadata(void)
 {
     vp_params d;
     vp_params_init(&d);
-    static const char *const type_names[] = {"float", "int", "bool", "enum", "int", "vec3"};
+    static const char *const type_names[] = {"float", "int", "bool", "enum", "int", "vec3", "profile"};
     PyObject *out = PyTuple_New(VP_PARAM_COUNT);
     if (!out) return NULL;
     for (int i = 0; i < VP_PARAM_COUNT; i++) {
@@ -645,6 +694,19 @@ static int Sim_setattro(PyObject *self, PyObject *name, PyObject *val)
     return explain_setattr_failure(self, name);
 }
 
+/* With a stratification, the densities d given to add_vortons, add_tracers (deviations from
+ * the ambient at each particle's height) become the stored ones (the parcel's density less
+ * ambient_density): d += rho_bar(x) - rho0. */
+static int to_parcel_density(const vp_params *p, npy_intp n, const double *x, double *d)
+{
+    double *e = malloc((size_t)(n ? n : 1) * sizeof(double));
+    if (!e) { PyErr_NoMemory(); return -1; }
+    vp_ambient_deviation(p, (size_t)n, x, e);
+    for (npy_intp i = 0; i < n; i++) d[i] += e[i];
+    free(e);
+    return 0;
+}
+
 static PyObject *Sim_add_vortons(SimObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwl[] = {"position", "vorticity", "radius", "density", NULL};
@@ -659,14 +721,18 @@ static PyObject *Sim_add_vortons(SimObject *self, PyObject *args, PyObject *kw)
     if (!(ra = as_per_particle(ro, "radius", n))) goto done;
     if (dob) { if (!(da = as_per_particle(dob, "density", n))) goto done; }
     else { npy_intp d1[1] = {n}; if (!(da = (PyArrayObject *)PyArray_ZEROS(1, d1, NPY_DOUBLE, 0))) goto done; }
-    const double *r = PyArray_DATA(ra), *d = PyArray_DATA(da);
+    const double *r = PyArray_DATA(ra);
+    double *d = PyArray_DATA(da); /* (a fresh array: as_rows and the default copy) */
     double rho0 = self->s->params.ambient_density;
+    const int stratified = self->s->params.stratification.n > 0;
+    if (stratified && to_parcel_density(&self->s->params, n, PyArray_DATA(pa), d)) goto done;
     for (npy_intp i = 0; i < n; i++) {
         if (!(r[i] > 0)) { PyErr_Format(PyExc_ValueError, "radius must be positive (row %zd is not)", (Py_ssize_t)i); goto done; }
         if (!(d[i] > -rho0)) { /* (PyErr_Format has no %g: Python 3.12 raises SystemError on it) */
             char rb[40];
-            PyOS_snprintf(rb, sizeof rb, "%.6g", -rho0);
-            PyErr_Format(PyExc_ValueError, "density (a deviation) must exceed -ambient_density = %s (row %zd)", rb, (Py_ssize_t)i);
+            PyOS_snprintf(rb, sizeof rb, "%.6g", stratified ? vp_ambient_density(&self->s->params, (double *)PyArray_DATA(pa) + 3 * i) : rho0);
+            PyErr_Format(PyExc_ValueError, "density (a deviation from the ambient) must exceed -%s, minus the ambient density%s (row %zd)",
+                         rb, stratified ? " at the vorton's height" : "", (Py_ssize_t)i);
             goto done;
         }
     }
@@ -690,6 +756,8 @@ static PyObject *Sim_add_tracers(SimObject *self, PyObject *args, PyObject *kw)
     if (!(pa = as_rows(po, "position", 3, &n))) goto done;
     if (dob) { if (!(da = as_per_particle(dob, "density", n))) goto done; }
     else { npy_intp d1[1] = {n}; if (!(da = (PyArrayObject *)PyArray_ZEROS(1, d1, NPY_DOUBLE, 0))) goto done; }
+    if (self->s->params.stratification.n && to_parcel_density(&self->s->params, n, PyArray_DATA(pa), PyArray_DATA(da)))
+        goto done;
     int st = vp_sim_add_tracers(self->s, (size_t)n, PyArray_DATA(pa), PyArray_DATA(da));
     if (st) { raise_status(st, "add_tracers"); goto done; }
     res = Py_NewRef(Py_None);
@@ -728,6 +796,16 @@ static PyObject *Sim_add_body(SimObject *self, PyObject *arg)
     return Py_NewRef(arg);
 }
 
+/* The least density of the ambient fluid anywhere: an emitter's density deviation must
+ * exceed minus it, so that every parcel it makes has a positive density. */
+static double least_ambient_density(const vp_params *p)
+{
+    const vp_profile *pr = &p->stratification;
+    double m = pr->n ? pr->value[0] : p->ambient_density;
+    for (int k = 1; k < pr->n; k++) m = pr->value[k] < m ? pr->value[k] : m;
+    return m;
+}
+
 static PyObject *Sim_add_emitter(SimObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwl[] = {"center", "half_size", "vorton_rate", "tracer_rate", "vorton_radius", "vorticity",
@@ -744,7 +822,7 @@ static PyObject *Sim_add_emitter(SimObject *self, PyObject *args, PyObject *kw)
         if (e.half_size[a] < 0) { PyErr_SetString(PyExc_ValueError, "half_size must be >= 0"); return NULL; }
     if (check_param("vorton_rate", vr, 0, 0, INFINITY) || check_param("tracer_rate", tr, 0, 0, INFINITY) ||
         check_param("vorton_radius", rad, 0, 1, INFINITY) || check_param("vorticity", vort, 0, 0, INFINITY) ||
-        check_param("density", dens, -self->s->params.ambient_density, 1, INFINITY))
+        check_param("density", dens, -least_ambient_density(&self->s->params), 1, INFINITY))
         return NULL;
     if (!isfinite(vr) || !isfinite(tr)) {
         PyErr_Format(PyExc_ValueError, "%s must be finite", isfinite(vr) ? "tracer_rate" : "vorton_rate");
@@ -850,6 +928,22 @@ static PyObject *Sim_velocity_at(SimObject *self, PyObject *arg)
     self->busy = 0;
     Py_DECREF(pts);
     if (st) { Py_DECREF(out); return raise_status(st, "velocity_at"); }
+    return (PyObject *)out;
+}
+
+static PyObject *Sim_ambient_density_at(SimObject *self, PyObject *arg)
+{
+    if (check_ready(self)) return NULL;
+    npy_intp m = -1;
+    PyArrayObject *pts = as_rows(arg, "points", 3, &m);
+    if (!pts) return NULL;
+    npy_intp dims[1] = {m};
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_DOUBLE);
+    if (!out) { Py_DECREF(pts); return NULL; }
+    const double *x = PyArray_DATA(pts);
+    double *o = PyArray_DATA(out);
+    for (npy_intp i = 0; i < m; i++) o[i] = vp_ambient_density(&self->s->params, x + 3 * i);
+    Py_DECREF(pts);
     return (PyObject *)out;
 }
 
@@ -1038,9 +1132,13 @@ static int Sim_set_rng(SimObject *self, PyObject *v, void *c)
 static PyMethodDef Sim_methods[] = {
     {"add_vortons", (PyCFunction)(void (*)(void))Sim_add_vortons, METH_VARARGS | METH_KEYWORDS,
      "add_vortons(position, vorticity, radius, density=0.0)\n--\n\nAdd vortons: position and vorticity (N, 3), "
-     "radius and density deviation scalars or (N,). Vorticity is w, not angular velocity (w/2)."},
+     "radius and density deviation scalars or (N,). Vorticity is w, not angular velocity (w/2). The density is "
+     "the deviation from the ambient fluid at each vorton's place (0: ambient fluid); with a stratification the "
+     "vorton keeps its parcel's density, and vortons.density reads it as the parcel's density less "
+     "ambient_density."},
     {"add_tracers", (PyCFunction)(void (*)(void))Sim_add_tracers, METH_VARARGS | METH_KEYWORDS,
-     "add_tracers(position, density=0.0)\n--\n\nAdd passive tracers at (N, 3) positions."},
+     "add_tracers(position, density=0.0)\n--\n\nAdd passive tracers at (N, 3) positions; density as for "
+     "add_vortons (each step resamples it from the fluid)."},
     {"add_body", (PyCFunction)Sim_add_body, METH_O, "add_body(body)\n--\n\nAdd a RigidBody; returns it, now live."},
     {"add_emitter", (PyCFunction)(void (*)(void))Sim_add_emitter, METH_VARARGS | METH_KEYWORDS,
      "add_emitter(center, half_size, vorton_rate=0, tracer_rate=0, vorton_radius=0.05, vorticity=0, density=0)\n--\n\n"
@@ -1050,6 +1148,9 @@ static PyMethodDef Sim_methods[] = {
      "velocity_at(points)\n--\n\nFluid velocity (K, 3) at (K, 3) points, summed from the vortons by the "
      "sim's solver (the tree for 'tree' and 'poisson'), not interpolated from the grid; finite at any "
      "finite point (beyond 1e4 times the vortons' cloud size, the tree's root expansion in float64)."},
+    {"ambient_density_at", (PyCFunction)Sim_ambient_density_at, METH_O,
+     "ambient_density_at(points)\n--\n\nDensity (K,) of the ambient fluid at (K, 3) points: the stratification's "
+     "profile at their height along -gravity, or ambient_density without one."},
     {"update_velocity_grid", (PyCFunction)Sim_update_velocity_grid, METH_NOARGS,
      "update_velocity_grid()\n--\n\nRecompute the domain grid and the velocity on it from the current vortons."},
     {"remesh", (PyCFunction)Sim_remesh, METH_NOARGS,

@@ -19,6 +19,7 @@ const vp_param_info vp_param_table[VP_PARAM_COUNT] = {
 #define SET_BOOL(f, d) (f) = (d);
 #define SET_ENUM(f, d) (f) = (d);
 #define SET_SIZE(f, d) (f) = (d);
+#define SET_PROFILE(f, d) (f).n = (d);
 #define SET_VEC3(f, d)                                 \
     {                                                  \
         const double v_[3] = {VP_UNPAREN d};           \
@@ -54,6 +55,7 @@ int vp_param_check_value(const vp_param_info *pi, double v, char *why, size_t n)
 {
     char rule[160], finite[200];
     if (pi->type == VP_PARAM_VEC3) return isfinite(v) ? VP_OK : refuse(pi, "finite", v, why, n);
+    if (pi->type == VP_PARAM_PROFILE) return isfinite(v) ? VP_OK : refuse(pi, "finite", v, why, n); /* a point's number */
     range_words(pi, rule, sizeof rule);
     if (!isfinite(v)) {
         snprintf(finite, sizeof finite, "finite and %s", rule);
@@ -63,6 +65,28 @@ int vp_param_check_value(const vp_param_info *pi, double v, char *why, size_t n)
     int open = pi->flags & VP_PARAM_MIN_OPEN;
     if ((open ? v > pi->min : v >= pi->min) && v <= pi->max) return VP_OK;
     return refuse(pi, rule, v, why, n);
+}
+
+int vp_profile_check(const vp_param_info *pi, const vp_profile *pr, char *why, size_t n)
+{
+    const char *name = pi->name;
+    if (pr->n < 0 || pr->n > (int)pi->max) {
+        if (why && n) snprintf(why, n, "%s must have at most %.0f points, got %d", name, pi->max, pr->n);
+        return VP_ERR_VALUE;
+    }
+    for (int k = 0; k < pr->n; k++) {
+        const double h = pr->height[k], v = pr->value[k];
+        const char *bad = NULL;
+        if (!isfinite(h)) bad = "a finite height";
+        else if (k > 0 && !(h > pr->height[k - 1])) bad = "a height above the point before (heights strictly increasing)";
+        else if (!isfinite(v) || !(v > 0)) bad = "a finite density > 0";
+        if (bad) {
+            if (why && n)
+                snprintf(why, n, "%s point %d must be (height, density) with %s, got (%.6g, %.6g)", name, k, bad, h, v);
+            return VP_ERR_VALUE;
+        }
+    }
+    return VP_OK;
 }
 
 int vp_params_check(const vp_params *p, char *why, size_t n)
@@ -76,6 +100,11 @@ int vp_params_check(const vp_params *p, char *why, size_t n)
         case VP_PARAM_DOUBLE: v[0] = *(const double *)f; break;
         case VP_PARAM_SIZE: v[0] = (double)*(const size_t *)f; break;
         case VP_PARAM_VEC3: memcpy(v, f, sizeof v); count = 3; break;
+        case VP_PARAM_PROFILE: {
+            int st = vp_profile_check(pi, (const vp_profile *)f, why, n);
+            if (st) return st;
+            continue;
+        }
         default: v[0] = *(const int *)f; break;
         }
         for (int k = 0; k < count; k++) {

@@ -7,9 +7,11 @@
  * getters and setters and vortonpy._core.PARAMETERS, from which the Python signature, the
  * stubs and the docs are generated).
  *   type     DOUBLE (double), INT (int), BOOL (int 0/1), ENUM (int 0..n-1 naming `choices`),
- *            SIZE (size_t), VEC3 (double[3]; default written (x, y, z))
+ *            SIZE (size_t), VEC3 (double[3]; default written (x, y, z)), PROFILE (vp_profile:
+ *            (height, value) points; default written as its number of points, 0)
  *   min, max the valid range, inclusive unless flags has VP_PARAM_MIN_OPEN (min excluded);
- *            every double must also be finite (VEC3: each component, min/max unused)
+ *            every double must also be finite (VEC3: each component, min/max unused; PROFILE:
+ *            min, max bound the number of points, vp_profile_check the points)
  *   unit     in simulation units ("" for a pure number); temperature is relative (ambient 1)
  *   choices  ENUM: the names of values 0, 1, ... separated by spaces; "" otherwise
  *   doc      one line for the docstring, the stubs and the docs
@@ -18,6 +20,15 @@
 #define VP_PARAMS_H
 
 #define VP_PARAM_MIN_OPEN 1
+
+/* A function of height given by points, linear between them and constant beyond the ends
+ * (the stratification: ambient density against height along -gravity, physics.md 2.4). */
+#define VP_PROFILE_MAX 16
+typedef struct {
+    int n;                          /* points in use (0: none) */
+    double height[VP_PROFILE_MAX];  /* strictly increasing [length] */
+    double value[VP_PROFILE_MAX];   /* the function's value at each height */
+} vp_profile;
 
 #define VP_PARAM_TABLE(X)                                                                                     \
     X(dt, DOUBLE, 1.0 / 30.0, 0, INFINITY, VP_PARAM_MIN_OPEN, "time", "",                                    \
@@ -30,6 +41,9 @@
       "density rho0 of the ambient fluid (particle densities are deviations from it)")                      \
     X(gravity, VEC3, (0.0, 0.0, -10.0), 0, 0, 0, "length/time^2", "",                                        \
       "gravitational acceleration g (on by default: heavy fluid and bodies fall)")                          \
+    X(stratification, PROFILE, 0, 0, VP_PROFILE_MAX, 0, "length, mass/length^3", "",                        \
+      "ambient density against height along -gravity: (height, density) points, linear between, "          \
+      "constant beyond the ends (None: ambient_density everywhere)")                                       \
     X(solver, ENUM, VP_SOLVER_AUTO, 0, VP_SOLVER_AUTO, 0, "", "direct tree poisson auto",                    \
       "velocity solver: direct (O(N^2) reference), tree (supervortons), poisson (vortex-in-cell), "         \
       "auto (poisson from 1000 vortons up unless tracers spread the grid far beyond them, else the tree)")  \
@@ -91,5 +105,6 @@
 #define VP_PARAM_FIELD_ENUM(name) int name;
 #define VP_PARAM_FIELD_SIZE(name) size_t name;
 #define VP_PARAM_FIELD_VEC3(name) double name[3];
+#define VP_PARAM_FIELD_PROFILE(name) vp_profile name;
 
 #endif

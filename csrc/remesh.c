@@ -428,12 +428,21 @@ int vp_sim_remesh(vp_sim *s)
         }
     }
     int st = VP_OK;
-    double *acc = NULL, *np_ = NULL, *amag = NULL;
+    double *acc = NULL, *np_ = NULL, *amag = NULL, *dev = NULL;
     long *rx0 = NULL, *rx1 = NULL; /* per lattice row (y, z): the first and last x node reached */
     size_t *roff = NULL;           /* per row: where its nodes start in acc */
     size_t *comp = NULL, *cstart = NULL; /* per node its part's number; the parts' starts in the kept order */
     double *cdat = NULL;           /* per part: lattice_components' totals, box, and merged moments */
     if (nin < 2) goto done;
+    if (s->params.stratification.n) {
+        /* With a stratification (physics.md 2.4) the deviation from the ambient at each
+         * vorton's height is remeshed, and each node gets the ambient of its own height back:
+         * a node of ambient fluid carries nothing and is not kept. */
+        dev = malloc(n * sizeof(double));
+        if (!dev) { st = VP_ERR_NOMEM; goto done; }
+        vp_ambient_deviation(&s->params, n, x, dev);
+        for (size_t i = 0; i < n; i++) dev[i] = d[i] - dev[i];
+    }
     double h = hb;
     long o[3], m[3];
     double cells = 1;
@@ -503,7 +512,7 @@ int vp_sim_remesh(vp_sim *s)
         {
 #pragma omp for schedule(dynamic, 1)
             for (long t = 0; t < nslab; t++)
-                remesh_scatter(n, inside, base, x, w, r, d, age, vel, h, rho0, o, m, roff, rx0, zs[t], zs[t + 1], acc);
+                remesh_scatter(n, inside, base, x, w, r, dev ? dev : d, age, vel, h, rho0, o, m, roff, rx0, zs[t], zs[t + 1], acc);
 #pragma omp for schedule(dynamic, 256) reduction(max : amax, dmax, emax)
             for (long id = 0; id < (long)nn; id++) {
                 const double *A = acc + NQ * id;
@@ -619,6 +628,8 @@ int vp_sim_remesh(vp_sim *s)
             else if (lattice_densities(nq, idx, D, Hk, V, rho0, C[CM], C[CE], 1 + C[CTLO], 1 + C[CTHI])) ok = 0;
         }
         if (!ok) continue;
+        if (dev) /* each node gets the ambient of its own height back */
+            for (size_t q = 0; q < nkeep; q++) D[q] += vp_ambient_density(&s->params, P + 3 * q) - rho0;
         for (size_t q = 0; q < 3 * nkeep; q++) Wn[q] /= V;
         for (size_t i = 0; i < n; i++) { /* escapees unchanged, after the lattice */
             if (inside[i]) continue;
@@ -648,6 +659,6 @@ int vp_sim_remesh(vp_sim *s)
     }
 done:
     free(inside); free(acc); free(np_); free(amag); free(rx0); free(rx1); free(roff);
-    free(comp); free(cstart); free(cdat);
+    free(comp); free(cstart); free(cdat); free(dev);
     return st;
 }

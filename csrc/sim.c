@@ -185,7 +185,7 @@ static int step_once(vp_sim *s)
     PHASE(VP_PHASE_BAROCLINIC, vp_density_grid(s));                   /* 4: the density grid, */
     PHASE(VP_PHASE_BAROCLINIC, vp_baroclinic(s));                     /*    then its term */
     PHASE(VP_PHASE_STRETCH, check_finite(s, CHECK_W));                /* (3 and 4 change only w) */
-    PHASE(VP_PHASE_DIFFUSE, vp_diffuse(s));                           /* 5 */
+    PHASE(VP_PHASE_DIFFUSE, s->params.stratification.n ? vp_diffuse_stratified(s) : vp_diffuse(s)); /* 5 */
     PHASE(VP_PHASE_ADVECT_VORTONS, vp_advect_vortons(s));             /* 6 */
     PHASE(VP_PHASE_ADVECT_TRACERS, vp_advect_tracers(s, &projected));
     PHASE(VP_PHASE_ADVECT_VORTONS, check_finite(s, CHECK_ALL));

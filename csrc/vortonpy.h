@@ -184,7 +184,9 @@ typedef struct {
 #undef VP_PARAM_X
 } vp_params;
 
-typedef enum { VP_PARAM_DOUBLE, VP_PARAM_INT, VP_PARAM_BOOL, VP_PARAM_ENUM, VP_PARAM_SIZE, VP_PARAM_VEC3 } vp_param_type;
+typedef enum {
+    VP_PARAM_DOUBLE, VP_PARAM_INT, VP_PARAM_BOOL, VP_PARAM_ENUM, VP_PARAM_SIZE, VP_PARAM_VEC3, VP_PARAM_PROFILE
+} vp_param_type;
 
 /* One row of the table, for code that walks the parameters (the Python binding, the docs). */
 typedef struct {
@@ -214,6 +216,9 @@ int vp_params_check(const vp_params *p, char *why, size_t why_size);
 /* The same check for one value v of parameter `info` (a VEC3's component): range, finite,
  * whole for the integer kinds. */
 int vp_param_check_value(const vp_param_info *info, double v, char *why, size_t why_size);
+/* The check of a PROFILE parameter `info`: at most info->max points, finite heights strictly
+ * increasing, finite values > 0. */
+int vp_profile_check(const vp_param_info *info, const vp_profile *profile, char *why, size_t why_size);
 
 typedef struct {
     vp_params params;
@@ -318,6 +323,17 @@ static inline double vp_density_from_temperature(double rho0, double T) { return
 /* T - 1, the temperature above the ambient's, at density deviation d (exact for small d, where
  * T - 1 would cancel): a vorton's heat above the ambient's is C V (T - 1). */
 static inline double vp_excess_temperature(double rho0, double d) { return -d / (rho0 + d); }
+
+/* The ambient fluid (physics.md 2.4, background stratification; ambient.c).  Its density at x:
+ * params.stratification at the height along -gravity (along z without gravity), or
+ * ambient_density without a stratification. */
+double vp_ambient_density(const vp_params *p, const double x[3]);
+/* The ambient's density less ambient_density at n points x (n,3): the density deviation that a
+ * particle of ambient fluid there stores (0 without a stratification). */
+void vp_ambient_deviation(const vp_params *p, size_t n, const double *x, double *out);
+/* The mean ambient density over the ball of centre c and radius R, exact (the profile is
+ * linear between its points): a body's displaced ambient fluid. */
+double vp_ambient_ball_mean(const vp_params *p, const double c[3], double R);
 
 /* Random numbers (xoshiro256**), deterministic and saved with the state. */
 void vp_rng_seed(uint64_t st[4], uint64_t seed);

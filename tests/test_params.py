@@ -29,6 +29,8 @@ def test_every_parameter_is_an_attribute_with_its_default():
             assert v == 1
         elif p.type == "vec3":
             assert tuple(v) == p.python_default
+        elif p.type == "profile":
+            assert v is None and p.default is None
         else:
             assert v == p.default and type(v) is {"float": float, "int": int, "bool": bool, "enum": str}[p.type]
         assert sim.params()[p.name] == (tuple(v) if p.type == "vec3" else v)
@@ -38,7 +40,7 @@ def test_every_parameter_is_an_attribute_with_its_default():
 
 
 def test_metadata_is_complete_and_the_docs_table_lists_it():
-    kinds = {"float", "int", "bool", "enum", "vec3"}
+    kinds = {"float", "int", "bool", "enum", "vec3", "profile"}
     table = vp.parameters.markdown()
     for p in PARAMETERS:
         assert p.type in kinds and p.doc and p.min <= p.max or p.type == "vec3", p
@@ -53,7 +55,7 @@ def _outside(p):
     """Values just outside p's range (and NaN for floats)."""
     if p.type == "bool":
         return [2, -1]
-    if p.type in ("enum", "vec3"):  # (tested apart)
+    if p.type in ("enum", "vec3", "profile"):  # (tested apart)
         return []
     out = [float("nan"), float("inf")] if p.type == "float" else []
     lo = p.min - (1 if p.type == "int" else 0.5 if p.min == 0 else abs(p.min) * 0.5)
@@ -125,6 +127,50 @@ def test_enum_and_vector_parameters():
     sim.threads = None
     assert sim.threads >= 1
     assert sim.solver == "tree" and list(sim.gravity) == [0, 0, -1]
+
+
+def test_the_stratification_is_checked_read_back_and_kept(tmp_path):
+    """stratification: (height, density) points, read back as a tuple of pairs (None without
+    one); bad profiles are refused with a message naming the parameter and the rule, and
+    change nothing; a state file and a scene file keep it exactly."""
+    layers = [(-0.05, 1.6), (0.05, 0.4)]
+    sim = vp.Sim(threads=1, stratification=layers)
+    assert sim.stratification == ((-0.05, 1.6), (0.05, 0.4)) and sim.params()["stratification"] == sim.stratification
+    assert vp.parameters.get("stratification").max == 16
+    bad = [
+        (((0.1, 1.0), (0.1, 2.0)), ValueError, r"point 1 .*heights strictly increasing"),
+        (((0.0, 1.0), (1.0, 0.0)), ValueError, r"point 1 .*density > 0, got \(1, 0\)"),
+        (((0.0, float("nan")),), ValueError, "must be finite"),
+        (tuple((float(k), 1.0) for k in range(17)), ValueError, "must have at most 16 points, got 17"),
+        (((0.0, 1.0, 2.0),), ValueError, r"must have shape \(N, 2\)"),
+        ("layers", TypeError, r"must be None or \(height, density\) pairs"),
+        ((("a", 1.0),), TypeError, "real numeric dtype"),
+    ]
+    for value, err, words in bad:
+        with pytest.raises(err, match=f"^stratification .*{words}"):
+            sim.stratification = value
+        with pytest.raises(err, match=f"^stratification .*{words}"):
+            vp.Sim(stratification=value)
+    assert sim.stratification == ((-0.05, 1.6), (0.05, 0.4))
+    for none in (None, [], ()):
+        sim.stratification = none
+        assert sim.stratification is None
+    sim.stratification = np.array([[0.0, 1.2]])  # one point: a uniform ambient of that density
+    assert sim.stratification == ((0.0, 1.2),)
+    assert sim.ambient_density_at([[5.0, 0, -9.0]]).tolist() == [1.2]
+    # exact through a state file (JSON floats round-trip) and a scene file
+    weird = [(-0.1 / 3, 1 + 1e-15), (2 ** -30, 0.3), (7.25, 0.1 / 7)]
+    sim = vp.Sim(threads=1, stratification=weird)
+    sim.save(tmp_path / "s.npz")
+    assert vp.Sim.load(tmp_path / "s.npz").stratification == tuple(weird)
+    text = vp.scenes.to_toml("dye_drop", tracers=0, stratification=weird)
+    assert "stratification = [[" in text
+    (tmp_path / "d.toml").write_text(text)
+    assert vp.scenes.from_toml(tmp_path / "d.toml", threads=1).stratification == tuple(weird)
+    assert vp.scenes.read_toml(tmp_path / "d.toml")["sim"]["stratification"] == [list(p) for p in weird]
+    (tmp_path / "e.toml").write_text("[sim]\nstratification = [[0, 1], [1]]\n")
+    with pytest.raises(ValueError, match=r"sim.stratification: must be a list of \[height, density\] pairs"):
+        vp.scenes.read_toml(tmp_path / "e.toml")
 
 
 def test_the_state_file_keeps_switches_as_0_and_1(tmp_path):

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 _Vec3 = Union[Sequence[float], NDArray[np.floating]]
+_Profile = Union[Sequence[Tuple[float, float]], NDArray[np.floating]]
 _Scalars = Union[float, ArrayLike]
 
 #: the parameter table: one dict per parameter (name, type, default, min, max,
@@ -118,9 +119,13 @@ TAIL = '''    # state (read and write)
     @property
     def emitters(self) -> List[Dict[str, Any]]: ...
     def add_vortons(self, position: ArrayLike, vorticity: ArrayLike, radius: _Scalars, density: _Scalars = ...) -> None:
-        """Add vortons: position and vorticity (N, 3), radius and density deviation scalars or (N,)."""
+        """Add vortons: position and vorticity (N, 3), radius and density deviation scalars or (N,).
+        The density is the deviation from the ambient fluid at each vorton's place (0: ambient
+        fluid); with a stratification the vorton keeps its parcel's density, and
+        vortons.density reads it as the parcel's density less ambient_density."""
     def add_tracers(self, position: ArrayLike, density: _Scalars = ...) -> None:
-        """Add passive tracers at (N, 3) positions."""
+        """Add passive tracers at (N, 3) positions; density as for add_vortons (each step
+        resamples it from the fluid)."""
     def add_body(self, body: RigidBody) -> RigidBody:
         """Add a RigidBody; returns it, now live."""
     def add_emitter(
@@ -140,6 +145,9 @@ TAIL = '''    # state (read and write)
         solver (the tree for 'tree' and 'poisson'), not interpolated from the grid; finite at
         any finite point (beyond 1e4 times the vortons' cloud size, the tree's root expansion
         in float64)."""
+    def ambient_density_at(self, points: ArrayLike) -> NDArray[np.float64]:
+        """Density (K,) of the ambient fluid at (K, 3) points: the stratification's profile at
+        their height along -gravity, or ambient_density without one."""
     def update_velocity_grid(self) -> None:
         """Recompute the domain grid and the velocity on it from the current vortons."""
     def collide(self) -> None:
@@ -157,7 +165,8 @@ TAIL = '''    # state (read and write)
 '''
 
 # the type a parameter reads as (its attribute's getter)
-_READ = {"float": "float", "int": "int", "bool": "bool", "vec3": "NDArray[np.float64]"}
+_READ = {"float": "float", "int": "int", "bool": "bool", "vec3": "NDArray[np.float64]",
+         "profile": "Optional[Tuple[Tuple[float, float], ...]]"}
 
 
 def _literal(v) -> str:
@@ -174,7 +183,7 @@ def render(parameters, seed) -> str:
     lines += ["    ) -> None: ...", "    # parameters (read and write; vortonpy.parameters has their ranges)"]
     for p in parameters:
         read = _READ.get(p.type, p.annotation)
-        if p.type == "vec3" or p.name == "threads":
+        if p.type in ("vec3", "profile") or p.name == "threads":
             read = "int" if p.name == "threads" else read
             lines += ["    @property", f"    def {p.name}(self) -> {read}:", f'        """{p.describe()}"""',
                       f"    @{p.name}.setter", f"    def {p.name}(self, value: {p.annotation}) -> None: ..."]

@@ -7,6 +7,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 _Vec3 = Union[Sequence[float], NDArray[np.floating]]
+_Profile = Union[Sequence[Tuple[float, float]], NDArray[np.floating]]
 _Scalars = Union[float, ArrayLike]
 
 #: the parameter table: one dict per parameter (name, type, default, min, max,
@@ -85,6 +86,7 @@ class Sim:
         thermal_diffusivity: float = 0.0001,
         ambient_density: float = 1.0,
         gravity: _Vec3 = (0.0, 0.0, -10.0),
+        stratification: Optional[_Profile] = None,
         solver: Literal['direct', 'tree', 'poisson', 'auto'] = 'auto',
         threads: Optional[int] = None,
         fluid_heat_capacity: float = 1.0,
@@ -126,6 +128,11 @@ class Sim:
         """gravitational acceleration g (on by default: heavy fluid and bodies fall) [length/time^2]"""
     @gravity.setter
     def gravity(self, value: _Vec3) -> None: ...
+    @property
+    def stratification(self) -> Optional[Tuple[Tuple[float, float], ...]]:
+        """ambient density against height along -gravity: (height, density) points, linear between, constant beyond the ends (None: ambient_density everywhere) [length, mass/length^3]"""
+    @stratification.setter
+    def stratification(self, value: Optional[_Profile]) -> None: ...
     solver: Literal['direct', 'tree', 'poisson', 'auto']
     """velocity solver: direct (O(N^2) reference), tree (supervortons), poisson (vortex-in-cell), auto (poisson from 1000 vortons up unless tracers spread the grid far beyond them, else the tree)"""
     @property
@@ -200,9 +207,13 @@ class Sim:
     @property
     def emitters(self) -> List[Dict[str, Any]]: ...
     def add_vortons(self, position: ArrayLike, vorticity: ArrayLike, radius: _Scalars, density: _Scalars = ...) -> None:
-        """Add vortons: position and vorticity (N, 3), radius and density deviation scalars or (N,)."""
+        """Add vortons: position and vorticity (N, 3), radius and density deviation scalars or (N,).
+        The density is the deviation from the ambient fluid at each vorton's place (0: ambient
+        fluid); with a stratification the vorton keeps its parcel's density, and
+        vortons.density reads it as the parcel's density less ambient_density."""
     def add_tracers(self, position: ArrayLike, density: _Scalars = ...) -> None:
-        """Add passive tracers at (N, 3) positions."""
+        """Add passive tracers at (N, 3) positions; density as for add_vortons (each step
+        resamples it from the fluid)."""
     def add_body(self, body: RigidBody) -> RigidBody:
         """Add a RigidBody; returns it, now live."""
     def add_emitter(
@@ -222,6 +233,9 @@ class Sim:
         solver (the tree for 'tree' and 'poisson'), not interpolated from the grid; finite at
         any finite point (beyond 1e4 times the vortons' cloud size, the tree's root expansion
         in float64)."""
+    def ambient_density_at(self, points: ArrayLike) -> NDArray[np.float64]:
+        """Density (K,) of the ambient fluid at (K, 3) points: the stratification's profile at
+        their height along -gravity, or ambient_density without one."""
     def update_velocity_grid(self) -> None:
         """Recompute the domain grid and the velocity on it from the current vortons."""
     def collide(self) -> None:

@@ -83,13 +83,18 @@ def _field(name, doc):
 class Vortons(_Particles):
     """The vortons (vortex particles): ``position`` (N,3), ``vorticity`` (N,3) [w, not angular
     velocity], ``radius`` (N,), ``density`` (N,) deviation from ambient, ``age`` (N,),
-    ``velocity`` (N,3) of the last advection, and ``temperature`` (N,) derived from density."""
+    ``velocity`` (N,3) of the last advection, and ``temperature`` (N,) derived from density.
+
+    With a ``stratification`` a vorton keeps its parcel's density as it moves: ``density`` is
+    that density less ``ambient_density`` (rho0), and the part that drives buoyancy is its
+    difference from the ambient at the vorton's height, ``density + rho0 -
+    sim.ambient_density_at(position)``."""
 
     _fields = ("position", "vorticity", "radius", "density", "age", "velocity", "temperature")
     position = _field("position", "(N, 3) positions (view)")
     vorticity = _field("vorticity", "(N, 3) vorticity w (view)")
     radius = _field("radius", "(N,) core radii s (view)")
-    density = _field("density", "(N,) density deviation from ambient (view)")
+    density = _field("density", "(N,) density deviation from ambient_density: the parcel's density less rho0 (view)")
     age = _field("age", "(N,) time since creation (view)")
     velocity = _field("velocity", "(N, 3) velocity of the last advection (view)")
 
@@ -115,7 +120,9 @@ class Vortons(_Particles):
 
 class Tracers(_Particles):
     """Passive tracers: ``position`` (N,3), ``velocity`` (N,3) of the last advection,
-    ``density`` (N,) sampled from the fluid's density grid, ``age`` (N,)."""
+    ``density`` (N,) sampled from the fluid's density grid, ``age`` (N,).  Like the vortons'
+    densities, a tracer's is the fluid's density there less ``ambient_density``: with a
+    stratification it shows the layers."""
 
     _fields = ("position", "velocity", "density", "age", "temperature")
     position = _field("position", "(N, 3) positions (view)")
@@ -183,6 +190,15 @@ class Sim(_core.Sim):
     after a step; up to 16, each costing a full PSE pass), so a fine lattice with a large
     viscosity is correct but slower.  With the tree solver, ``sim.timings["domain"]``
     includes building the tree.
+
+    ``stratification=[(z0, rho0), (z1, rho1), ...]`` makes the ambient fluid layered: its
+    density is piecewise linear in the height along -gravity through those points and
+    constant beyond the ends (``sim.ambient_density_at(points)`` evaluates it); the ambient
+    at rest stays at rest, a parcel moved out of its layer is pulled back, and bodies are
+    buoyed by the layers they displace.  ``ambient_density`` stays the reference density of
+    the Boussinesq terms and of the stored densities; a density given to ``add_vortons``,
+    ``add_tracers`` or an emitter is a deviation from the ambient where the particle is
+    (0 adds ambient fluid of that height).
 
     Calls on one ``Sim`` from several threads at once are refused with ``RuntimeError``;
     separate ``Sim`` objects step concurrently (the GIL is released inside ``step``).
@@ -436,11 +452,14 @@ class Sim(_core.Sim):
                 params["threads"] = threads
             sim = cls(**params)
             v = {f: data["vortons_" + f] for f in _VORTON_STATE}
-            sim.add_vortons(v["position"].reshape(-1, 3), v["vorticity"].reshape(-1, 3), v["radius"], v["density"])
+            # (the stored densities, through the view: add_vortons takes deviations from the ambient)
+            sim.add_vortons(v["position"].reshape(-1, 3), v["vorticity"].reshape(-1, 3), v["radius"])
+            sim._view("vortons", "density")[...] = v["density"]
             sim._view("vortons", "age")[...] = v["age"]
             sim._view("vortons", "velocity")[...] = v["velocity"].reshape(-1, 3)
             t = {f: data["tracers_" + f] for f in _TRACER_STATE}
-            sim.add_tracers(t["position"].reshape(-1, 3), t["density"])
+            sim.add_tracers(t["position"].reshape(-1, 3))
+            sim._view("tracers", "density")[...] = t["density"]
             sim._view("tracers", "velocity")[...] = t["velocity"].reshape(-1, 3)
             sim._view("tracers", "age")[...] = t["age"]
             for b in meta["bodies"]:

@@ -31,10 +31,11 @@ __all__ = ["Parameter", "PARAMETERS", "SEED", "get", "names", "sim_keywords", "s
 class Parameter:
     """One row of the parameter table.
 
-    ``type`` is ``"float"``, ``"int"``, ``"bool"``, ``"enum"`` (one of ``choices``) or
-    ``"vec3"`` (three floats); ``min``/``max`` the valid range (``min`` excluded where
-    ``min_inclusive`` is false; a float must also be finite); ``unit`` in simulation units,
-    ``""`` for a pure number; ``doc`` one line."""
+    ``type`` is ``"float"``, ``"int"``, ``"bool"``, ``"enum"`` (one of ``choices``),
+    ``"vec3"`` (three floats) or ``"profile"`` (``None`` or (height, value) pairs, ``max`` of
+    them at most); ``min``/``max`` the valid range (``min`` excluded where ``min_inclusive``
+    is false; a float must also be finite); ``unit`` in simulation units, ``""`` for a pure
+    number; ``doc`` one line."""
 
     name: str
     type: str
@@ -56,6 +57,9 @@ class Parameter:
             return ", ".join(repr(c) for c in self.choices[:-1]) + f" or {self.choices[-1]!r}"
         if self.type == "vec3":
             return "3 finite numbers"
+        if self.type == "profile":
+            return (f"None or up to {int(self.max)} (height, density) pairs: heights increasing, "
+                    "densities > 0")
         if math.isinf(self.max):
             return f"{'>=' if self.min_inclusive else '>'} {format_value(self.min)}"
         return f"{'[' if self.min_inclusive else '('}{format_value(self.min)}, {format_value(self.max)}]"
@@ -65,7 +69,7 @@ class Parameter:
         """The Python type of a value given to ``Sim``, as written in the stubs."""
         if self.name == "threads":
             return "Optional[int]"
-        return {"float": "float", "int": "int", "bool": "bool", "vec3": "_Vec3",
+        return {"float": "float", "int": "int", "bool": "bool", "vec3": "_Vec3", "profile": "Optional[_Profile]",
                 "enum": "Literal[" + ", ".join(repr(c) for c in self.choices) + "]"}[self.type]
 
     @property
@@ -132,7 +136,8 @@ def suggest(word: str, candidates: Iterable[str]) -> str:
 
 def signature() -> inspect.Signature:
     """The signature of ``Sim(...)``: every parameter keyword-only, with its default."""
-    ann = {"float": float, "int": int, "bool": bool, "enum": str, "vec3": Sequence[float]}
+    ann = {"float": float, "int": int, "bool": bool, "enum": str, "vec3": Sequence[float],
+           "profile": Optional[Sequence[Tuple[float, float]]]}
     params = [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.python_default,
                                 annotation=Optional[int] if p.name == "threads" else ann[p.type])
               for p in PARAMETERS + (SEED,)]
@@ -141,11 +146,12 @@ def signature() -> inspect.Signature:
 
 def numpydoc(items: Sequence[Parameter] = PARAMETERS + (SEED,)) -> str:
     """A numpydoc "Parameters" section for ``items``."""
-    kind = {"float": "float", "int": "int", "bool": "bool", "enum": "str", "vec3": "(3,) array-like"}
+    kind = {"float": "float", "int": "int", "bool": "bool", "enum": "str", "vec3": "(3,) array-like",
+            "profile": "(N, 2) array-like or None"}
     lines = ["Parameters", "----------"]
     for p in items:
         unit = f" [{p.unit}]" if p.unit else ""
-        rng = "" if p.type in ("bool", "vec3") or p is SEED else f", {p.range}"
+        rng = "" if p.type in ("bool", "vec3", "profile") or p is SEED else f", {p.range}"
         lines.append(f"{p.name} : {kind[p.type]}, default {format_value(p.python_default)}{unit}{rng}")
         lines.append(f"    {p.doc[0].upper()}{p.doc[1:]}.")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ The format (version 1; full reference with examples in ``docs/scenes.md``)::
     dt = 0.0333
     viscosity = 0.01
     gravity = [0, 0, -10]
+    stratification = [[-0.05, 1.6], [0.05, 0.4]]   # [height, density] points ([]: none)
     solver = "tree"              # "direct" | "tree" | "poisson" | "auto"
 
     [run]                        # defaults for `vortonpy run FILE` (the command line wins)
@@ -198,6 +199,14 @@ def _check(where: str, kind: str, v):
         if isinstance(v, bool) or v not in _AXES:
             raise _bad(where, f'must be "x", "y" or "z", got {v!r}')
         return "xyz"[_AXES[v]]
+    if kind == "profile":
+        if isinstance(v, np.ndarray):
+            v = v.tolist()
+        if not isinstance(v, (list, tuple)) or not all(
+                isinstance(r, (list, tuple)) and len(r) == 2 and all(_is_num(x) and math.isfinite(x) for x in r)
+                for r in v):
+            raise _bad(where, f"must be a list of [height, density] pairs of finite numbers, got {v!r}")
+        return [[float(x) for x in r] for r in v]
     if kind == "rows3":
         try:
             a = np.asarray(v, dtype=float)
@@ -348,6 +357,8 @@ def _check_sim_table(where: str, t) -> Dict[str, Any]:
         p = _parameters.get(k)
         if p.type == "vec3":
             out[k] = _check(at, "vec3", v)
+        elif p.type == "profile":  # (the core checks the heights' order and the densities)
+            out[k] = _check(at, "profile", [] if v is None else v)
         elif p.type == "enum":
             if v not in p.choices:
                 raise _bad(at, f"must be {p.range}, got {v!r}{_parameters.suggest(str(v), p.choices)}")

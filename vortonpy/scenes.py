@@ -33,7 +33,8 @@ from ._sim import Sim
 from .scene_files import build, dumps_toml, from_toml, read_toml, scene_spec, to_toml
 
 __all__ = ["vortex_ring", "jet_ring", "vortex_tube", "crossed_tubes", "ball_through_smoke", "spinning_ball",
-           "dye_drop", "two_drops", "stratified", "hot_ball", "SCENES", "SceneInfo", "SceneParameter", "REMESH", "INVARIANTS",
+           "dye_drop", "two_drops", "stratified", "linear_stratification", "hot_ball", "SCENES", "SceneInfo",
+           "SceneParameter", "REMESH", "INVARIANTS",
            "lattice", "radius_for_spacing", "ring_vortons", "RADIUS_PER_SPACING", "from_toml", "to_toml", "read_toml",
            "scene_spec", "build", "dumps_toml"]
 
@@ -369,24 +370,74 @@ def two_drops(deviation=0.9, drop_radius=0.6, offset=2.0, per_axis=(10, 10, 24),
     return out
 
 
-@scene(frames=90, params=dict(deviation=("mass/length^3", "num", "density deviation of each layer (+ below, - above)"),
-                              **_BALL, ball_height=("length", "num", "height the ball is released at"),
-                              vortons=("", "posint", "number of vortons on a lattice filling the 2^3 box"),
-                              tracers=_TRACERS))
-def stratified(deviation=0.6, ball_radius=0.2, ball_height=0.6, vortons=1024, tracers=30000, *, sim):
-    """Part 9: two layers, heavy (+0.6) below and light (-0.6) above, with a neutrally buoyant
-    ball (density = ambient) released above the interface; it sinks, overshoots and settles
-    at the interface, where the fluid is as dense as it is."""
-    # 90 frames (3 s) by default: the ball sinks to the interface and turns back in the first
-    # 1.5 s; later the finite layers slump into the unbounded ambient fluid.
-    layers = dict(density=-deviation, regions=[dict(shape="halfspace", axis="z", below=0.0, density=deviation)])
+_STILL = ("", "count", "number of still vortons of the layers' own fluid on a lattice filling the 2^3 box "
+                      "(fluid for body_coupling='articles' to push; the physical coupling makes its own)")
+
+
+def _ball(height, radius, density):
+    """A ball of the given density released at rest at ``height`` on the z axis; it does not
+    conduct heat (a ball at the reference temperature 1 would warm the layers below it)."""
+    return dict(position=[0.0, 0.0, height], radius=radius, mass=density * (4 / 3 * np.pi * radius ** 3),
+                thermal_conductivity=0.0)
+
+
+def _layered_box(vortons, tracers):
+    """Still vortons and tracers of the ambient fluid in the box [-1, 1]^3 (density 0: each
+    takes the ambient of its height)."""
     box = dict(lo=[-1.0] * 3, hi=[1.0] * 3)
-    out = dict(sim=dict(viscosity=0.01), vortons=[dict(kind="box", **box, count=vortons, **layers)],
-               bodies=[dict(position=[0.0, 0.0, ball_height], radius=ball_radius,
-                            mass=sim["ambient_density"] * (4 / 3 * np.pi * ball_radius ** 3))])
+    out = {}
+    if vortons:
+        out["vortons"] = [dict(kind="box", **box, count=vortons)]
     if tracers:
-        out["tracers"] = [dict(kind="box", **box, count=tracers, **layers)]
+        out["tracers"] = [dict(kind="box", **box, count=tracers)]
     return out
+
+
+@scene(frames=300, params=dict(deviation=("mass/length^3", "num", "density of each layer less ambient_density "
+                                                                  "(+ below, - above)"),
+                               interface=("length", "pos", "thickness of the interface at z = 0"), **_BALL,
+                               ball_height=("length", "num", "height the ball is released at"),
+                               ball_density=("mass/length^3", "pos", "density of the ball (None: the interface's, "
+                                                                     "neutral there)"),
+                               vortons=_STILL, tracers=_TRACERS))
+def stratified(deviation=0.6, interface=0.1, ball_radius=0.2, ball_height=0.5, ball_density=None, vortons=0,
+               tracers=30000, *, sim):
+    """Part 9, figure 3: a stratified ambient of two layers, heavy (+0.6) below and light
+    (-0.6) above a thin interface at z = 0, and a neutrally buoyant ball (the interface's
+    density) released above it: it sinks through the light layer, overshoots into the heavy
+    one, is buoyed back and settles at the interface, where the fluid is as dense as it is.
+
+    The layers are the ambient fluid (``stratification``): they stay at rest, and the fluid
+    the ball drags out of its layer is pulled back.  The vortons are remeshed every 20
+    frames (the ball's wake keeps making new ones)."""
+    rho0 = sim["ambient_density"]
+    layers = [[-interface / 2, rho0 + deviation], [interface / 2, rho0 - deviation]]
+    density = rho0 if ball_density is None else ball_density
+    return dict(sim=dict(viscosity=0.01, stratification=layers, **REMESH), **_layered_box(vortons, tracers),
+                bodies=[_ball(ball_height, ball_radius, density)])
+
+
+@scene(frames=300, params=dict(gradient=("mass/length^4", "pos", "|d rho / dz| of the ambient's linear profile"),
+                               depth=("length", "pos", "the profile is linear from -depth to +depth, constant beyond"),
+                               **_BALL, displacement=("length", "num", "height the ball starts at above its level "
+                                                                       "(None: one ball radius)"),
+                               vortons=_STILL, tracers=_TRACERS))
+def linear_stratification(gradient=1.0, depth=0.8, ball_radius=0.2, displacement=None, vortons=0, tracers=30000,
+                          *, sim):
+    """A neutrally buoyant ball in a linearly stratified ambient, displaced one radius above
+    its level: buoyancy pulls it back and it oscillates about its level at about
+    N sqrt(M / (M + rho V / 2)) (N^2 = g |d rho / dz| / rho0, the Brunt-Vaisala frequency,
+    corrected for the fluid the ball moves with), losing its energy to the internal waves and
+    the wake it makes.
+
+    The profile passes through ambient_density at z = 0 with slope -``gradient`` (densities
+    must stay positive: ``gradient * depth < ambient_density``).  The vortons are remeshed
+    every 20 frames."""
+    rho0 = sim["ambient_density"]
+    layers = [[-depth, rho0 + gradient * depth], [depth, rho0 - gradient * depth]]
+    dz = ball_radius if displacement is None else displacement
+    return dict(sim=dict(viscosity=0.01, stratification=layers, **REMESH), **_layered_box(vortons, tracers),
+                bodies=[_ball(dz, ball_radius, rho0)])
 
 
 @scene(frames=300, color="temperature",
