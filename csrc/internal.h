@@ -55,7 +55,12 @@ int vp_diffuse_stratified(vp_sim *s);            /* 2.5 ambient.c: with a strati
 int vp_advect_vortons(vp_sim *s);                /* 2.6 advect.c */
 int vp_advect_tracers(vp_sim *s, int *projected); /* 2.6 advect.c (and 2.7's tracer contact) */
 int vp_collide(vp_sim *s, int tracers);          /* 2.7 contact.c, the articles' rule; tracers: also project the tracers */
-int vp_bodies_penalize(vp_sim *s, int tracers);  /* 2.7 penalize.c, the physical rule; tracers: also project them */
+int vp_bodies_penalize(vp_sim *s, int tracers);
+/* remesh.c: densities for lattice nodes idx[0..nk) of volume V from their splatted density
+ * mass (dens, in; the density deviation, out) and heat sum V (T - 1) (heat, clobbered), keeping
+ * the totals M and E exactly and every temperature within [Tlo, Thi]; 1 if they cannot. */
+int vp_lattice_densities(size_t nk, const size_t *idx, double *dens, double *heat, double V, double rho0, double M,
+                         double E, double Tlo, double Thi);  /* 2.7 penalize.c, the physical rule; tracers: also project them */
 void vp_bodies_project_tracers(vp_sim *s);       /* 2.7 contact.c: tracers inside a body to its surface */
 void vp_sim_lattices_free(vp_sim *s);            /* penalize.c: the physical rule's per-body lattices */
 int vp_bodies_buoyancy(vp_sim *s);               /* 2.8 buoyancy.c */

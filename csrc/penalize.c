@@ -385,14 +385,18 @@ static int penalize_body(vp_sim *s, size_t bi)
      * exact: circulation, linear and angular impulse), near the cube's faces with the quadratic
      * on the three nearest nodes inside (the same moments), so that nothing lands outside the
      * cube and no node is left half-remeshed (each step would otherwise add a layer of vortons
-     * there); density mass, heat and age with the linear kernel (no overshoot: temperatures
-     * stay within their neighbours' range) */
+     * there); density mass, heat and age with the linear kernel, and the nodes' densities then
+     * made to hold the mass and the heat exactly within the vortons' temperature range
+     * (vp_lattice_densities, as remeshing does); with a stratification, the deviation from the
+     * ambient at each vorton's height, each node getting its own height's ambient back */
     double *acc = calloc(7 * nn, sizeof(double)); /* a (3), density mass, excess heat, age*vol, vol */
     unsigned char *keep = malloc(v->n + 1);
     if (!acc || !keep) { free(acc); free(keep); return VP_ERR_NOMEM; }
     const double *x = v->position->data, *w = v->vorticity->data, *rad = v->radius->data,
                  *den = v->density->data, *age = v->age->data;
     size_t removed = 0;
+    const int strat = s->params.stratification.n > 0;
+    double Mtot = 0, Etot = 0, Tlo = 1, Thi = 1;
     for (size_t i = 0; i < v->n; i++) {
         const double *xi = x + 3 * i;
         double q[3];
@@ -403,7 +407,12 @@ static int penalize_body(vp_sim *s, size_t bi)
         removed++;
         const double V = vp_volume(rad[i]);
         const double av[3] = {w[3 * i] * V, w[3 * i + 1] * V, w[3 * i + 2] * V};
-        const double sc[4] = {den[i] * V, (vp_temperature_from_density(rho0, den[i]) - 1.0) * V, age[i] * V, V};
+        double di = den[i];
+        if (strat) { double amb; vp_ambient_deviation(&s->params, 1, xi, &amb); di -= amb; }
+        const double ex = vp_excess_temperature(rho0, di);
+        const double sc[4] = {di * V, ex * V, age[i] * V, V};
+        Mtot += sc[0]; Etot += sc[1];
+        Tlo = 1 + ex < Tlo ? 1 + ex : Tlo; Thi = 1 + ex > Thi ? 1 + ex : Thi;
         int base[3], lb[3];
         double wt[3][4], lw[3][2];
         for (int a = 0; a < 3; a++) {
@@ -444,9 +453,11 @@ static int penalize_body(vp_sim *s, size_t bi)
         int any = A[0] != 0 || A[1] != 0 || A[2] != 0 || A[3] != 0 || A[4] != 0 || L->bindex[id] >= 0;
         slot[id] = any ? nnew++ : (size_t)-1;
     }
-    double *np = malloc((3 * 3 + 2) * (nnew + 1) * sizeof(double));
+    double *np = malloc((3 * 3 + 4) * (nnew + 1) * sizeof(double) + (nnew + 1) * sizeof(size_t));
     if (!np) { free(acc); free(keep); free(slot); return VP_ERR_NOMEM; }
-    double *nx = np, *nw = np + 3 * nnew, *nd = np + 6 * nnew, *nr = np + 7 * nnew, *nage = np + 8 * nnew;
+    double *nx = np, *nw = np + 3 * nnew, *nd = np + 6 * nnew, *nr = np + 7 * nnew, *nage = np + 8 * nnew,
+           *nheat = np + 9 * nnew, *nmass = np + 10 * nnew;
+    size_t *nidx = (size_t *)(np + 11 * nnew + 1);
     for (int k = 0; k < n; k++)
         for (int j = 0; j < n; j++)
             for (int i = 0; i < n; i++) {
@@ -454,14 +465,19 @@ static int penalize_body(vp_sim *s, size_t bi)
                 if (m == (size_t)-1) continue;
                 const double *A = acc + 7 * id;
                 nx[3 * m] = o[0] + h * i; nx[3 * m + 1] = o[1] + h * j; nx[3 * m + 2] = o[2] + h * k;
-                /* each node a lattice cell's volume; where the vortons were packed more densely
-                 * than the lattice, the mean density of those that reached it (within theirs) */
                 for (int a = 0; a < 3; a++) nw[3 * m + a] = A[a] / h3;
-                nd[m] = A[3] / (A[6] > h3 ? A[6] : h3);
+                nd[m] = A[3];   /* the node's mass and heat, for now */
+                nheat[m] = A[4];
+                nmass[m] = A[3];
+                nidx[m] = m;
                 nr[m] = cbrt(3.0 / (4.0 * VP_PI)) * h;
                 nage[m] = A[6] > 0 ? A[5] / A[6] : 0.0;
             }
     free(acc);
+    if (vp_lattice_densities(nnew, nidx, nd, nheat, h3, rho0, Mtot, Etot, Tlo, Thi))
+        for (size_t m = 0; m < nnew; m++) nd[m] = nmass[m] / h3; /* the mass kept, not the heat */
+    if (strat)
+        for (size_t m = 0; m < nnew; m++) nd[m] += vp_ambient_density(&s->params, nx + 3 * m) - rho0;
     if (removed) { st = vp_sim_compact_vortons(s, keep); if (st) { free(keep); free(slot); free(np); return st; } }
     free(keep);
     const size_t first = v->n;

@@ -281,8 +281,8 @@ static double heat_at(const dens_family *f, double lam, double M, double E, doub
  * (M4' spreads a parcel over its neighbours' nodes) takes lam > 1, which sharpens it back.
  * Returns 1 (the arrays then hold neither) if the nodes cannot hold M and E within the range
  * (too few of them: their volume less than the vortons'). */
-static int lattice_densities(size_t nk, const size_t *idx, double *dens, double *heat, double V, double rho0, double M,
-                             double E, double Tlo, double Thi)
+int vp_lattice_densities(size_t nk, const size_t *idx, double *dens, double *heat, double V, double rho0, double M,
+                         double E, double Tlo, double Thi)
 {
     size_t nq = 0;
     double tsum = 0;
@@ -625,7 +625,7 @@ int vp_sim_remesh(vp_sim *s)
             int any = 0;
             for (int j = 0; j < NMOM; j++) any |= lq[j] != 0;
             if (any && restore_moments(nq, idx, P, Wn, C + CLO, C[CHI], lq)) ok = 0;
-            else if (lattice_densities(nq, idx, D, Hk, V, rho0, C[CM], C[CE], 1 + C[CTLO], 1 + C[CTHI])) ok = 0;
+            else if (vp_lattice_densities(nq, idx, D, Hk, V, rho0, C[CM], C[CE], 1 + C[CTLO], 1 + C[CTHI])) ok = 0;
         }
         if (!ok) continue;
         if (dev) /* each node gets the ambient of its own height back */
