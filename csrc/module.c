@@ -1009,10 +1009,11 @@ static PyObject *Sim_diagnostics_c(SimObject *self, PyObject *args)
     if (oo && oo != Py_None && parse_vec3(oo, "origin", origin)) return NULL;
     vp_diagnostics d;
     vp_sim_diagnostics(self->s, origin, &d);
-    return Py_BuildValue("{s:N,s:N,s:N,s:d,s:d,s:d,s:d,s:d}", "circulation", vec3(d.circulation), "linear_impulse",
-                         vec3(d.linear_impulse), "angular_impulse", vec3(d.angular_impulse), "enstrophy", d.enstrophy,
-                         "heat", d.heat, "fluid_heat", d.fluid_heat, "mass_deviation", d.mass_deviation,
-                         "kinetic_energy", d.kinetic_energy);
+    return Py_BuildValue("{s:N,s:N,s:N,s:d,s:d,s:d,s:d,s:d,s:N,s:N}", "circulation", vec3(d.circulation),
+                         "linear_impulse", vec3(d.linear_impulse), "angular_impulse", vec3(d.angular_impulse),
+                         "enstrophy", d.enstrophy, "heat", d.heat, "fluid_heat", d.fluid_heat, "mass_deviation",
+                         d.mass_deviation, "kinetic_energy", d.kinetic_energy, "_interior_momentum",
+                         vec3(d.interior_momentum), "_interior_angular_momentum", vec3(d.interior_angular_momentum));
 }
 
 static PyObject *Sim_view(SimObject *self, PyObject *args)
@@ -1433,6 +1434,9 @@ static PyObject *Body_set_totals(BodyObject *self, PyObject *args)
     memcpy(b->fluid_impulse, i3, sizeof i3);
     memcpy(b->fluid_angular_impulse, a3, sizeof a3);
     b->heat_received = heat;
+    /* a saved body's inside moved with it */
+    memcpy(b->interior_velocity, b->velocity, sizeof b->velocity);
+    memcpy(b->interior_angular_velocity, b->angular_velocity, sizeof b->angular_velocity);
     Py_RETURN_NONE;
 }
 

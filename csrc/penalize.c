@@ -514,9 +514,11 @@ static int penalize_body(vp_sim *s, size_t bi)
     /* 4. the body: Newton's law with the added mass implicit */
     const double V = vp_volume(B->radius), J = 0.4 * V * B->radius * B->radius;
     double F[3], T[3], dU[3] = {0, 0, 0}, dW[3] = {0, 0, 0};
+    /* the fluid's push over the step, the body held; the inside's catching up with a velocity
+     * set from outside (a launch, a new body) is the body's own, not the fluid's push */
     for (int a = 0; a < 3; a++) {
-        F[a] = -rho0 * dI[a];               /* the fluid's push over the step, held body */
-        T[a] = -rho0 * dA[a];
+        F[a] = -rho0 * (dI[a] - V * (B->velocity[a] - B->interior_velocity[a]));
+        T[a] = -rho0 * (dA[a] - (rotation ? J * (B->angular_velocity[a] - B->interior_angular_velocity[a]) : 0.0));
     }
     if (!B->fixed) {
         const double M = B->mass, I = vp_body_inertia(B);
@@ -562,6 +564,10 @@ static int penalize_body(vp_sim *s, size_t bi)
         }
         B->fluid_impulse[a] += J3[a];
         B->fluid_angular_impulse[a] += K3[a];
+    }
+    for (int a = 0; a < 3; a++) {
+        B->interior_velocity[a] = B->velocity[a] + dU[a];
+        B->interior_angular_velocity[a] = rotation ? B->angular_velocity[a] + dW[a] : 0.0;
     }
     if (!B->fixed) {
         const double I = vp_body_inertia(B);

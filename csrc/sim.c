@@ -341,4 +341,15 @@ void vp_sim_diagnostics(const vp_sim *s, const double origin[3], vp_diagnostics 
     for (size_t b = 0; b < s->n_bodies; b++)
         if (s->bodies[b].heat_capacity > 0 && isfinite(s->bodies[b].heat_capacity))
             d->heat += s->bodies[b].heat_capacity * (s->bodies[b].temperature - 1.0);
+    for (size_t b = 0; b < s->n_bodies && s->params.body_coupling == VP_COUPLING_PHYSICAL; b++) {
+        const vp_body *B = &s->bodies[b];
+        const double m = rho0 * vp_volume(B->radius), J = 0.4 * B->radius * B->radius;
+        const double c[3] = {B->position[0] - origin[0], B->position[1] - origin[1], B->position[2] - origin[2]};
+        double cxu[3];
+        vp_cross3(c, B->interior_velocity, cxu);
+        for (int k = 0; k < 3; k++) {
+            d->interior_momentum[k] += m * B->interior_velocity[k];
+            d->interior_angular_momentum[k] += m * (cxu[k] + J * B->interior_angular_velocity[k]);
+        }
+    }
 }

@@ -112,6 +112,9 @@ typedef struct {
     double force[3], torque[3], impulse[3], angular_impulse[3];
     /* running totals of what the fluid handed over (diagnostics, never cleared) */
     double fluid_impulse[3], fluid_angular_impulse[3], heat_received;
+    /* the rigid motion the physical coupling last gave the fluid inside the body (penalize.c);
+     * zero for a new body: nothing inside moves with it yet */
+    double interior_velocity[3], interior_angular_velocity[3];
 } vp_body;
 
 void vp_body_init(vp_body *b);          /* defaults: unit sphere of mass 1 at rest */
@@ -314,6 +317,8 @@ typedef struct {
     double fluid_heat;         /* vortons only */
     double mass_deviation;     /* sum d_i V_i */
     double kinetic_energy;     /* 1/2 rho0 sum |u_i|^2 V_i with u from the last advection */
+    double interior_momentum[3], interior_angular_momentum[3]; /* the bodies' insides, moving with
+                                  them under the physical coupling: rho0 V U, rho0 V (c x U + 2/5 R^2 W) */
 } vp_diagnostics;
 void vp_sim_diagnostics(const vp_sim *s, const double origin[3], vp_diagnostics *d);
 

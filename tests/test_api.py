@@ -312,20 +312,19 @@ def test_one_vorton_far_away_matches_biot_savart_in_every_solver():
 @pytest.mark.parametrize("solver", ["tree", "poisson", "direct"])
 @pytest.mark.parametrize("far", [1e25, 1e300])
 def test_a_step_with_many_tracers_far_away_stays_finite(solver, far):
-    """With 4% of the particles far off (2% a side along each axis, beyond the robust limits'
-    0.5% quantiles), the domain spans them and the grid's spacing is ~1e-2 of their
-    distance: the tree's float lists and the Poisson transform's float factor h / Ntot
-    overflowed there (NaN at every node, FloatingPointError in the stretch phase).  The
-    step now runs, the vortons stay finite, and the far tracers stay where they were (the
-    velocity out there is far below their coordinates' rounding)."""
+    """Tracers are passive: 300 of them 1e25 or 1e300 away leave the grid where the vortons
+    are (once the domain spanned them, and the tree's float lists and the Poisson transform
+    overflowed).  The step runs, the vortons stay finite, and the far tracers stay where they
+    were (the velocity out there is far below their coordinates' rounding)."""
     sim = vp.scenes.vortex_ring(tracers=2000, threads=2)
     sim.solver = solver
     sim.grid_max_points = 20 ** 3  # (the domain is mostly empty: a small grid keeps it quick)
     sim.step()
+    spacing = sim.grid()["spacing"]
     k = 300
     sim.tracers.position[:k] = np.where(np.arange(3 * k).reshape(k, 3) % 2, far, -far)
     sim.step(2)
-    assert sim.grid()["spacing"] > 1e-3 * far  # the case in question: the grid spans them
+    assert sim.grid()["spacing"] < 2 * spacing  # the grid follows the vortons alone
     assert np.all(np.isfinite(sim.vortons.position)) and np.all(np.isfinite(sim.vortons.vorticity))
     assert np.all(np.abs(sim.tracers.position[:k]) == far)
 

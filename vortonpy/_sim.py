@@ -277,7 +277,8 @@ class Sim(_core.Sim):
         particle velocities); ``body_momentum`` and ``body_angular_momentum`` (lists of (3,));
         ``fluid_momentum`` and ``fluid_angular_momentum``, the fluid's own: rho0 times the
         impulses, less (with the physical body coupling, where the vortons inside a body move
-        with it) the fluid a body displaces, rho0 V (U, and c x U + 2/5 R^2 W);
+        with it) the fluid inside the bodies, rho0 V (U, and c x U + 2/5 R^2 W) at the motion
+        the coupling last gave it (none before a body's first step);
         ``total_momentum`` and ``total_angular_momentum``: fluid + free bodies (about
         ``origin``), which the coupling conserves; ``vortons``, ``tracers``, ``time``,
         ``frame``."""
@@ -289,12 +290,8 @@ class Sim(_core.Sim):
         d["body_angular_momentum"] = [b.angular_momentum for b in bodies]
         P = rho0 * d["linear_impulse"]
         L = rho0 * d["angular_impulse"]
-        physical = self.body_coupling == "physical"
-        for b in bodies:
-            if physical:
-                V = 4.0 / 3.0 * np.pi * b.radius ** 3
-                P = P - rho0 * V * b.velocity
-                L = L - rho0 * V * (np.cross(b.position - o, b.velocity) + 0.4 * b.radius ** 2 * b.angular_velocity)
+        P = P - d.pop("_interior_momentum")
+        L = L - d.pop("_interior_angular_momentum")
         d["fluid_momentum"], d["fluid_angular_momentum"] = P, L
         for b in bodies:
             if not b.fixed:
