@@ -221,7 +221,10 @@ def test_diagnostics_heat_per_part_and_constant_panels_named():
     lines = {ln.get_label(): ln.get_ydata() for ln in heat[0].lines}
     assert set(lines) == {"fluid", "bodies", "total"}
     assert lines["fluid"][0] == 0 and lines["fluid"][-1] > 0 and lines["bodies"][-1] < 0
-    assert lines["total"][-1] == pytest.approx(lines["fluid"][-1] + lines["bodies"][-1])
+    # the total is conserved: its change and fluid + bodies' are both rounding of the ball's
+    # heat Cb (Tb - 1) ~ 1e6, far below the heat that moved
+    assert abs(lines["total"][-1]) < 1e-8 * lines["fluid"][-1]
+    assert lines["total"][-1] == pytest.approx(lines["fluid"][-1] + lines["bodies"][-1], abs=1e-8 * lines["fluid"][-1])
     assert all(a.get_ylabel() for a in fig.axes)
     assert "simulation units" in fig._supxlabel.get_text()
 
