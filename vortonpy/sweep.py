@@ -1,5 +1,7 @@
 """Parameter sweeps and ensembles: many independent runs of a scene on Dask, one table row each.
 
+For example::
+
     import vortonpy as vp
 
     results = vp.sweep(vp.scenes.ball_through_smoke,                   # any function returning a Sim
