@@ -8,7 +8,6 @@ import functools
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -24,6 +23,7 @@ import cloudpickle  # noqa: E402  (a dependency of distributed)
 
 import vortonpy as vp  # noqa: E402
 from vortonpy import cli  # noqa: E402
+from _child import run_child  # noqa: E402
 
 # the workers receive this file's functions by value: they need not import the test module
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -286,9 +286,10 @@ def test_public_names_have_docstrings():
 def test_import_vortonpy_does_not_import_dask():
     code = ("import sys, vortonpy as vp; assert 'dask' not in sys.modules and 'pandas' not in sys.modules; "
             "assert callable(vp.sweep) and vp.sweep.sweep is not None; "
-            "import vortonpy.sweep as m; assert m is vp.sweep")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+            "import vortonpy.sweep as m; assert m is vp.sweep; print(vp.__file__)")
+    r = run_child(code)  # from a neutral folder, importing this process's vortonpy
+    assert r.returncode == 0, r.stderr
+    assert os.path.samefile(r.stdout.strip(), vp.__file__)
 
 
 def test_missing_dependencies_name_the_extra(monkeypatch):

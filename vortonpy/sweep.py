@@ -1,5 +1,7 @@
 """Parameter sweeps and ensembles: many independent runs of a scene on Dask, one table row each.
 
+For example::
+
     import vortonpy as vp
 
     results = vp.sweep(vp.scenes.ball_through_smoke,                   # any function returning a Sim
@@ -530,8 +532,8 @@ def _run_dask(client, todo, finish, start_bar, done_one, show, workers, threads_
             except ImportError:
                 note = " (its plots need `pip install bokeh`)"
             nw = len(cl.scheduler_info().get("workers", {}))
-            print(f"vortonpy.sweep: {len(todo)} runs on {nw} Dask workers; dashboard: {cl.dashboard_link}{note}",
-                  file=sys.stderr)
+            runs_on = f"{len(todo)} run{'s' * (len(todo) != 1)} on {nw} Dask worker{'s' * (nw != 1)}"
+            print(f"vortonpy.sweep: {runs_on}; dashboard: {cl.dashboard_link}{note}", file=sys.stderr)
         start_bar()
         make_sim, pass_seed, frames, measures, measure_every, threads, save_state = args
         token = os.urandom(4).hex()
