@@ -111,47 +111,56 @@ At the default resolution the ring runs 5-15% slower than Saffman's speed (the r
 above). The velocity is computed on a grid and interpolated trilinearly to the vortons; by
 default the grid has about one cell per vorton, which here is fewer than two cells per core
 radius, and interpolation flattens the velocity peak of the core. Trilinear interpolation is
-second order, so the error should fall as the square of the grid spacing $h$. We repeat the run
-with finer grids (`grid_cells_per_vorton` 2, 4 and 8; the default is 1)."""),
+second order, so while the grid is coarse the error should fall as the square of the grid
+spacing $h$. We repeat the run with finer grids (`grid_cells_per_vorton` 2 to 64; the default
+is 1)."""),
     ("code", """\
 cells, spacing, speeds = [1], [h_default], [U_default]
-for g in (2, 4, 8):
-    ring = vp.scenes.vortex_ring(ring_radius=R, core=core, circulation=G, tracers=3000, grid_cells_per_vorton=g)
+for g in (2, 4, 8, 16, 32, 64):
+    ring = vp.scenes.vortex_ring(ring_radius=R, core=core, circulation=G, tracers=0, grid_cells_per_vorton=g)
     ts, zs = [ring.time], [ring_centre(ring)]
     ring.step(STEPS, callback=lambda r: (ts.append(r.time), zs.append(ring_centre(r))), progress=False)
     cells.append(g); spacing.append(ring.grid()["spacing"]); speeds.append(ring_speed(ts, zs))
 h, err = np.array(spacing), 1 - np.array(speeds) / U_saffman
-# error = e_inf + C h^2: the second-order interpolation error, and what remains on a fine grid
-(e_inf, C), *_ = np.linalg.lstsq(np.stack([np.ones_like(h), h ** 2], axis=1), err, rcond=None)
-residual = np.max(np.abs(err - (e_inf + C * h ** 2)))
+# grids coarser than the vortons' cores: error = a + C h^2, the second-order interpolation error
+coarse = h > s
+(a, C), *_ = np.linalg.lstsq(np.stack([np.ones_like(h[coarse]), h[coarse] ** 2], axis=1), err[coarse], rcond=None)
+residual = np.max(np.abs(err[coarse] - (a + C * h[coarse] ** 2)))
+e_fine, last_change = err[-1], err[-2] - err[-1]
 
 eps = sigma_eff / R
 thin_core = eps ** 2 * np.log(1 / eps) / (np.log(8 / eps) - 0.558)  # relative size of the next terms
 
 fig, ax = plt.subplots(figsize=(6, 3.2), layout="constrained")
 ax.plot(h ** 2, 100 * err, "o", label="measured")
-hh = np.linspace(0, h.max(), 50)
-ax.plot(hh ** 2, 100 * (e_inf + C * hh ** 2), "--", color="C3", label=f"fit: {100 * e_inf:.1f}% + C h\\u00b2")
+hh = np.linspace(s, h.max(), 50)
+ax.plot(hh ** 2, 100 * (a + C * hh ** 2), "--", color="C3", label="fit over h > s: a + C h\u00b2")
+ax.axvline(s ** 2, color="0.5", lw=0.8, ls=":", label="h = s (vorton core radius)")
 ax.axhspan(0, 100 * thin_core, color="0.85", label="size of the thin-core terms")
 for g, x, y in zip(cells, h ** 2, 100 * err):
-    ax.annotate(f"{g} cell{'s' if g > 1 else ''}/vorton", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    if g in (1, 8, 64):
+        ax.annotate(f"{g} cell{'s' if g > 1 else ''}/vorton", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
 ax.set_xlim(left=0); ax.set_ylim(bottom=0)
-ax.set_xlabel("grid spacing squared h\\u00b2 [L\\u00b2]"); ax.set_ylabel("1 - U / U_Saffman [%]")
+ax.set_xlabel("grid spacing squared h\u00b2 [L\u00b2]"); ax.set_ylabel("1 - U / U_Saffman [%]")
 ax.legend(fontsize=8, loc="upper left"); ax.grid(alpha=0.3)
 plt.show()
 for g, hg, e in zip(cells, h, err):
     print(f"{g} cells per vorton: h = {hg:.4f}, {100 * e:.1f}% slow")
-print(f"extrapolated to h -> 0: {100 * e_inf:.1f}% slow (fit residual {100 * residual:.2f} points); "
+print(f"grids with h > s = {s:.3f}: straight in h^2 within {100 * residual:.2f} points; "
+      f"finest grid: {100 * e_fine:.1f}% slow, {100 * last_change:.2f} points from the one before; "
       f"thin-core terms: {100 * thin_core:.1f}%")
-assert np.all(np.diff(err) < 0)                  # every refinement brings the ring closer
-assert residual < 0.003                          # the error is a straight line in h^2
-assert 0.5 * thin_core < e_inf < 2 * thin_core   # what remains is the size of the thin-core terms"""),
+assert np.all(np.diff(err) < 0)                      # every refinement brings the ring closer
+assert coarse.sum() >= 4 and residual < 0.003        # on coarse grids the error is a straight line in h^2
+assert 0 < last_change < 0.1 * e_fine                # on fine grids it has levelled off
+assert 0.5 * thin_core < e_fine < 2 * thin_core      # what remains is the size of the thin-core terms"""),
     ("md", """\
-The error falls on a straight line in $h^2$, as second-order interpolation should make it.
-Extrapolated to a fine grid, the ring is still about 2% slower than Saffman's speed (printed
-above), and that is the size it should be: Saffman's formula is the thin-core limit, and the
-next terms (Fukumoto and Moffatt, J. Fluid Mech. 417, 2000) are of relative size
-$\\varepsilon^2 \\ln(1/\\varepsilon) / (\\ln(8/\\varepsilon) - 0.558)$, about 2% for
+While the grid is coarser than the vortons' own cores ($h > s$) the error falls on a straight
+line in $h^2$, as second-order interpolation should make it. Once the grid resolves the vortons'
+cores the error falls faster than that line and levels off: halving the cell volume once more
+changes the speed by less than a tenth of what remains. The ring is then still about 2% slower
+than Saffman's speed (printed above), and that is the size it should be: Saffman's formula is
+the thin-core limit, and the next terms (Fukumoto and Moffatt, J. Fluid Mech. 417, 2000) are of
+relative size $\\varepsilon^2 \\ln(1/\\varepsilon) / (\\ln(8/\\varepsilon) - 0.558)$, about 2% for
 $\\varepsilon = \\sigma_{\\rm eff}/R \\approx 0.21$. A thinner core (`core=0.1`, eight times the vortons)
 would shrink them."""),
 ])
@@ -160,79 +169,84 @@ BOOKS["02_ball_through_smoke"] = nb("""\
 # 2. A ball shot through smoke
 
 Part 4's main scene: a ball ($R = 0.2$, $M = 0.2$) is fired at speed 5 through a
-$4 \\times 0.5 \\times 0.5$ box of smoke stirred with weak vortex noise. With viscosity 0.01 the
-launch Reynolds number $2RU/\\nu$ is 200. The fluid takes momentum from the ball and slows it.
+$4 \\times 0.5 \\times 0.5$ box of smoke stirred with weak vortex noise, and on into the clear
+fluid beyond it. With viscosity 0.01 the launch Reynolds number $2RU/\\nu$ is 200.
 
-How the two interact matters here. The ball couples to the fluid by the articles' contact rule:
-a vorton that touches the ball is pushed out and given the vorticity that cancels the slip at
-the contact point, and the ball takes the opposite momentum. Only vortons that touch the ball
-act on it, so the drag is not a real sphere's; this notebook measures how far apart they are.
-All quantities are in simulation units.""", [
+The ball couples to the fluid physically: the fluid inside and at the ball is made to move
+with it (no-slip, by Brinkman penalization), which sheds vorticity into a boundary layer and a
+wake, and the ball takes the opposite momentum. Drag then comes from the no-slip condition and
+the viscosity, as on a real sphere, so the ball slows in clear fluid as well as in the smoke.
+This notebook measures how close its drag comes to a real sphere's. All quantities are in
+simulation units.""", [
     ("code", SETUP),
     ("code", """\
 sim = vp.scenes.ball_through_smoke(tracers=20000)
 hist = vp.plot.History(sim)
-ahead = []   # (time, fluid speed just ahead of the ball / ball speed)
-def probe(s):
-    b = s.bodies[0]
-    v = np.asarray(b.velocity)
-    n = v / np.linalg.norm(v)
-    u = s.velocity_at([np.asarray(b.position) + (b.radius + 0.05) * n])[0]
-    ahead.append((s.time, float(u @ n) / float(np.linalg.norm(v))))
-
 gif = vp.animate(sim, 60, media / "ball.gif", steps_per_frame=3, view="xz", color="density", size=(480, 160),
-                 fps=15, history=hist, callback=probe)
+                 fps=15, history=hist)
 vp.animate.show(gif)"""),
     ("md", """\
-`vp.plot.drag_curve` draws the speed, $1/v$ and the number of vortons within contact range of
-the ball against time. Under quadratic drag, $M\\,dv/dt = -\\tfrac12 \\rho_0 C_d \\pi R^2 v^2$, $1/v$
-grows linearly. The fit takes that law from the launch speed and fits only $C_d$, over the
-longest stretch from launch where the law matches every sample within 3% (the red band). The
-dotted curve is a real sphere launched alike: the standard drag curve (Schiller-Naumann) with
-the added mass $\\tfrac12 \\rho_0 V$."""),
+`vp.plot.drag_curve` draws the speed and $1/v$ against time, and the drag coefficient against
+the Reynolds number along the run. Under quadratic drag with a constant $C_d$,
+$M\\,dv/dt = -\\tfrac12 \\rho_0 C_d \\pi R^2 v^2$, $1/v$ grows linearly; the red band is the
+stretch from launch where that law holds within 3%. The dotted curve is a real sphere launched
+alike: the standard drag curve (Schiller-Naumann) with the added mass $\\tfrac12 \\rho_0 V$.
+The bottom panel takes $C_d$ from the ball's deceleration $a$ at each moment,
+$C_d = (M + \\tfrac12\\rho_0 V)\\,|a| \\,/\\, (\\tfrac12 \\rho_0 v^2 \\pi R^2)$ (the added mass included),
+against $Re = 2Rv/\\nu$, over the sphere's standard curve."""),
     ("code", """\
 fig = vp.plot.drag_curve(hist)
 fit, dd = fig.drag_fit, fig.drag_data
-cd_real = vp.plot.sphere_drag_coefficient(dd.reynolds0)
-law = lambda t: 1.0 / (fit["intercept"] + fit["slope"] * t)   # the fitted quadratic law
-t, v = dd.time, dd.speed
-later = np.argmin(np.abs(t - (fit["t1"] + 1.0)))
-t_left = dd.left_fluid()
-after = t > t_left + 2 * sim.dt
-a_t, a_ratio = np.array(ahead).T
-early, at_1 = np.interp(0.2, a_t, a_ratio), np.interp(1.0, a_t, a_ratio)
+R, M, rho0, nu = dd.radius, dd.mass, dd.rho0, dd.viscosity
+t, v, x = dd.time, dd.v_along, dd.position
+# Cd from the deceleration, as the bottom panel draws it (speeds smoothed over 5 samples)
+k = np.ones(5) / 5
+vs, ts = np.convolve(v, k, mode="valid"), np.convolve(t, k, mode="valid")
+cd = (M + 0.5 * rho0 * 4 / 3 * np.pi * R ** 3) * -np.gradient(vs, ts) / (0.5 * rho0 * vs ** 2 * np.pi * R ** 2)
+re = 2 * R * vs / nu
+ratio = cd / vp.plot.sphere_drag_coefficient(re)
+start, settled = ts < 0.4, (ts > 1.0) & (ts < ts[-1] - 0.2)
+t_out = t[np.argmax(x > 2.0)]    # the ball leaves the smoke box (x = 2)
+v_out = np.interp(t_out, t, v)
 
-print(f"quadratic drag within 3% over t = {fit['t0']:.2f}-{fit['t1']:.2f}: Cd = {fit['cd']:.2f}")
-print(f"real sphere at Re = {dd.reynolds0:.0f}: Cd = {cd_real:.2f}  (ratio {fit['cd'] / cd_real:.1f})")
-print(f"one time unit after the window the ball is {v[later] / law(t[later]):.2f} times as fast as the law says")
-print(f"fluid just ahead of the ball: {100 * early:.0f}% of the ball's speed at t = 0.2, {100 * at_1:.0f}% at t = 1")
-print(f"last contact at t = {t_left:.2f}; speed afterwards {v[after].min():.4f}-{v[after].max():.4f}")
+print(f"constant Cd within 3% over t = {fit['t0']:.2f}-{fit['t1']:.2f} (Cd = {fit['cd']:.2f} without added mass)")
+print(f"first {ts[start][-1]:.1f} T (Re {re[start].min():.0f}-{re[start].max():.0f}): Cd / Schiller-Naumann "
+      f"{ratio[start].min():.2f}-{ratio[start].max():.2f}")
+print(f"t = {ts[settled][0]:.1f}-{ts[settled][-1]:.1f} (Re {re[settled].min():.0f}-{re[settled].max():.0f}): "
+      f"Cd {cd[settled].min():.2f}-{cd[settled].max():.2f}, Cd / Schiller-Naumann "
+      f"{ratio[settled].min():.2f}-{ratio[settled].max():.2f}")
+print(f"the ball leaves the smoke at t = {t_out:.2f} at speed {v_out:.2f}; {v[-1]:.2f} at t = {t[-1]:.1f} "
+      f"({100 * v[-1] / v_out:.0f}%)")
 assert fit["within_tolerance"] and fit["t1"] - fit["t0"] >= 0.3
-assert 2 < fit["cd"] / cd_real < 4
-assert v[later] > 1.1 * law(t[later])
-assert at_1 > 1.5 * early
-assert t_left is not None and np.ptp(v[after]) < 1e-9 * v[after].max()
+assert np.all(ratio[start] > 1.0)                        # the impulsive start: more drag than steady flow
+assert 0.65 < ratio[settled].min() and ratio[settled].max() < 0.9
+assert np.ptp(ratio[settled]) < 0.1                      # Cd follows the curve's shape as Re falls 4-fold
+assert re[settled].max() > 3 * re[settled].min() and cd[settled][-1] > 1.5 * cd[settled][0]   # Cd rises as Re falls
+assert v[-1] < 0.5 * v_out                               # clear fluid slows it too
 fig"""),
     ("md", """\
-What the figure shows:
+What the figure shows (numbers printed above):
 
-- For the first part of the run (the red band) the ball slows as quadratic drag from its launch
-  speed, within 3%, with a drag coefficient two to four times a real sphere's at the launch
-  Reynolds number (both printed above): the contact rule stops the fluid that the ball runs
-  into harder than a real boundary layer does.
-- After that the ball slows less than the law says: the fluid just ahead of it has been set
-  moving (printed above, as a share of the ball's speed), so the ball meets it more slowly.
-- Once no vortons are within reach of the ball (the grey band), the contact rule exerts no
-  force and the ball coasts at constant speed, where a real sphere would go on slowing.
+- Just after the launch the ball meets more drag than a sphere in steady flow at the same
+  Reynolds number: an impulsively started body must first set up its boundary layer and wake
+  (the history force of unsteady flow). A constant $C_d$ describes only this first half time
+  unit (the red band).
+- From $t \\approx 1$ on, the drag coefficient follows the sphere's curve as the ball slows and
+  the Reynolds number falls from about 75 to 15, at a steady 0.7-0.8 of Schiller-Naumann's value:
+  the drag has a real sphere's dependence on the Reynolds number, about a quarter low at this
+  resolution (512 vortons, the boundary layer spans a few grid cells).
+- The ball goes on slowing after it has left the smoke (at $x = 2$): the no-slip condition
+  exerts drag in clear fluid as on a real sphere, unlike the articles' contact rule, which acts
+  only where vortons touch the ball.
 
-Where did the momentum go? The fluid's momentum is $\\rho_0$ times its linear impulse
-$\\tfrac12\\sum \\mathbf{x} \\times \\boldsymbol{\\omega} V$ (`Sim.diagnostics()`). Nothing outside pushes
-on the ball or the fluid, so their sum should stay at the ball's launch momentum."""),
+Where did the momentum go? `Sim.diagnostics()` gives the fluid's momentum ($\\rho_0$ times its
+linear impulse $\\tfrac12\\sum \\mathbf{x} \\times \\boldsymbol{\\omega} V$, less the fluid inside the ball)
+and the total with the ball. Nothing outside pushes on the ball or the fluid, so the total
+should stay at the ball's launch momentum."""),
     ("code", """\
-rho0 = hist.ambient_density
 ball = hist.body_momentum[0][:, 0]
-fluid = rho0 * hist.diagnostics["linear_impulse"][:, 0]
-total = ball + fluid
+fluid = hist.diagnostics["fluid_momentum"][:, 0]
+total = hist.diagnostics["total_momentum"][:, 0]
 fig, ax = plt.subplots(figsize=(6, 3.2), layout="constrained")
 ax.plot(hist.time, ball, label="ball")
 ax.plot(hist.time, fluid - fluid[0], label="fluid (change)")
@@ -240,19 +254,19 @@ ax.plot(hist.time, total, "k--", label="total")
 ax.set_xlabel("time t [T]"); ax.set_ylabel("x momentum [M L/T]"); ax.legend(); ax.grid(alpha=0.3)
 plt.show()
 peak = np.argmax(total)
-gone = np.argmax(hist.time > t_left)   # the first record after the ball's last contact
+print(f"ball: {ball[0]:.3f} at launch, {ball[-1]:.3f} at the end; fluid gained {fluid[peak] - fluid[0]:.3f} "
+      f"by t = {hist.time[peak]:.2f}")
 print(f"total: {total[0]:.3f} at launch, {total[peak]:.3f} at t = {hist.time[peak]:.2f} "
-      f"(+{100 * (total[peak] / total[0] - 1):.0f}%), {total[-1]:.3f} at the end")
-print(f"fluid: {fluid[gone] - fluid[0]:.3f} gained when the ball left (t = {t_left:.2f}), "
-      f"{fluid[-1] - fluid[0]:.3f} at the end")
-assert 1.05 < total[peak] / total[0] < 1.3
-assert total[-1] < total[peak] - 0.1 * total[0] and fluid[-1] < fluid[gone]"""),
+      f"(+{100 * (total[peak] / total[0] - 1):.0f}%), {total[-1]:.3f} at the end "
+      f"({100 * (total[-1] / total[0] - 1):+.0f}%)")
+assert ball[-1] < 0.1 * ball[0] and fluid[peak] - fluid[0] > 0.7 * ball[0]
+assert 1.05 < total[peak] / total[0] < 1.25 and hist.time[peak] < 2.0
+assert total[-1] < 0.95 * total[0]"""),
     ("md", """\
-The total is not constant. While the ball ploughs through the smoke, the fluid gains more
-momentum than the ball loses and the total rises 5-30% above the launch momentum; then the
-fluid's impulse falls again, and goes on falling after the ball has left (printed above). Fluid plus ball
-momentum is not conserved by today's coupling, and the drag coefficient above is the contact
-rule's, not a sphere's."""),
+Most of the ball's momentum goes into the fluid, but the total is not constant: while the ball
+is fast it rises 5-25% above the launch momentum, then it falls steadily and ends below it
+(printed above). The same drift appears with the ball shot into clear fluid (`noise=0`), so it
+comes from the coupling and the remeshing at this resolution, not from the smoke."""),
 ])
 
 BOOKS["03_spinning_ball"] = nb("""\
