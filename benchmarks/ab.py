@@ -71,8 +71,9 @@ def run(a) -> None:
     for rnd in range(a.rounds):
         sims = {a.a: A.Sim.load(state, threads=a.threads), a.b: B.Sim.load(state, threads=a.threads)}
         for sim in sims.values():
-            if a.overlap is not None and hasattr(sim, "overlap"):  # builds before it have none
-                sim.overlap = a.overlap
+            for key, value in a.set:  # a parameter an older build lacks keeps that build's only behaviour
+                if hasattr(sim, key):
+                    setattr(sim, key, type(getattr(sim, key))(value))
         for st in range(a.steps):
             # one step of each, in turns (the order alternates): paired steps see the same machine
             names = [a.a, a.b] if (rnd + st) % 2 == 0 else [a.b, a.a]
@@ -127,8 +128,9 @@ def main(argv=None) -> None:
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--steps", type=int, default=5)
     r.add_argument("--rounds", type=int, default=6)
-    r.add_argument("--overlap", type=int, default=None,
-                   help="set Sim.overlap in both (0: every phase alone on all threads; builds without it ignore it)")
+    r.add_argument("--set", action="append", default=[], type=lambda kv: tuple(kv.split("=", 1)),
+                   metavar="KEY=VALUE", help="a Sim parameter for both builds after loading (e.g. body_coupling=articles "
+                                             "to time the engine on the previous build's physics); repeatable")
     a = ap.parse_args(argv)
     if a.cmd == "snapshot":
         snapshot(a.name)
