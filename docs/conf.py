@@ -83,5 +83,24 @@ def _escape_bars(app, what, name, obj, options, lines):
             block_indent = indent
 
 
+# napoleon reads an attribute docstring's first line as "type: description"; the core's
+# attribute docstrings are plain sentences ("ambient density against height along -gravity:
+# (height, density) points ..."), so they are kept as written.
+_ATTRIBUTE_DOCS = {}
+
+
+def _keep_attribute_doc(app, what, name, obj, options, lines):
+    if what in ("attribute", "data", "property"):
+        _ATTRIBUTE_DOCS[name] = list(lines)
+
+
+def _restore_attribute_doc(app, what, name, obj, options, lines):
+    if what in ("attribute", "data", "property") and name in _ATTRIBUTE_DOCS:
+        lines[:] = _ATTRIBUTE_DOCS.pop(name)
+
+
 def setup(app):
-    app.connect("autodoc-process-docstring", _escape_bars)
+    # napoleon runs at the default priority, 500
+    app.connect("autodoc-process-docstring", _keep_attribute_doc, priority=400)
+    app.connect("autodoc-process-docstring", _restore_attribute_doc, priority=600)
+    app.connect("autodoc-process-docstring", _escape_bars, priority=700)
