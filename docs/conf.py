@@ -23,6 +23,11 @@ os.makedirs(_nb_dst)
 for _nb in sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb"))):
     shutil.copy2(_nb, _nb_dst)
 
+# The parameter table of the API page, from the one table the core defines (vortonpy.parameters):
+# written at each build (git-ignored) and included by api.md.
+with open(os.path.join(HERE, "_parameters.md"), "w", encoding="utf-8") as _fh:
+    _fh.write(vortonpy.parameters.markdown())
+
 project = "vortonpy"
 author = "the vortonpy authors"
 copyright = "the vortonpy authors (MIT licence)"
@@ -37,7 +42,7 @@ extensions = [
     "sphinx.ext.viewcode",
 ]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "README.md", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "_parameters.md", "README.md", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
 
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
