@@ -23,6 +23,11 @@ os.makedirs(_nb_dst)
 for _nb in sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb"))):
     shutil.copy2(_nb, _nb_dst)
 
+# The parameter table of the API page, from the one table the core defines (vortonpy.parameters):
+# written at each build (git-ignored) and included by api.md.
+with open(os.path.join(HERE, "_parameters.md"), "w", encoding="utf-8") as _fh:
+    _fh.write(vortonpy.parameters.markdown())
+
 project = "vortonpy"
 author = "the vortonpy authors"
 copyright = "the vortonpy authors (MIT licence)"
@@ -37,7 +42,7 @@ extensions = [
     "sphinx.ext.viewcode",
 ]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "README.md", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "_parameters.md", "README.md", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
 
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
@@ -83,5 +88,24 @@ def _escape_bars(app, what, name, obj, options, lines):
             block_indent = indent
 
 
+# napoleon reads an attribute docstring's first line as "type: description"; the core's
+# attribute docstrings are plain sentences ("ambient density against height along -gravity:
+# (height, density) points ..."), so they are kept as written.
+_ATTRIBUTE_DOCS = {}
+
+
+def _keep_attribute_doc(app, what, name, obj, options, lines):
+    if what in ("attribute", "data", "property"):
+        _ATTRIBUTE_DOCS[name] = list(lines)
+
+
+def _restore_attribute_doc(app, what, name, obj, options, lines):
+    if what in ("attribute", "data", "property") and name in _ATTRIBUTE_DOCS:
+        lines[:] = _ATTRIBUTE_DOCS.pop(name)
+
+
 def setup(app):
-    app.connect("autodoc-process-docstring", _escape_bars)
+    # napoleon runs at the default priority, 500
+    app.connect("autodoc-process-docstring", _keep_attribute_doc, priority=400)
+    app.connect("autodoc-process-docstring", _restore_attribute_doc, priority=600)
+    app.connect("autodoc-process-docstring", _escape_bars, priority=700)
