@@ -191,48 +191,49 @@ def test_poisson_off_grid_vortons_are_summed_directly():
 
 def test_auto_picks_poisson_for_many_vortons_and_the_tree_for_few():
     """solver='auto' gives exactly the poisson field from 1000 vortons up and the tree's below,
-    and the tree's again when tracers spread the grid far beyond the vortons (1500 vortons
-    in a box 2 wide, tracers 14 wide: ~40 nodes a vorton, where the tree is the faster)."""
+    and the tree's again on a grid of ~40 nodes a vorton, where the tree is the faster.
+    Tracers spread 14 wide beside vortons 2 wide change nothing: the grid follows the
+    vortons alone."""
     rng = np.random.default_rng(1)
-    for n, spread, twin in ((300, 0, "tree"), (1500, 0, "poisson"), (1500, 7, "tree")):
+    for n, cells, twin in ((300, None, "tree"), (1500, None, "poisson"), (1500, 40.0, "tree")):
         p, w = rng.uniform(-1, 1, (n, 3)), rng.normal(size=(n, 3))
-        tracers = rng.uniform(-spread, spread, (2000, 3))
+        tracers = rng.uniform(-7, 7, (2000, 3))
         grids = {}
         for solver in ("auto", twin):
             sim = vp.Sim(solver=solver, gravity=(0, 0, 0), threads=1)
+            if cells:
+                sim.grid_cells_per_vorton = cells
             sim.add_vortons(p, w, 0.1)
-            if spread:
-                sim.add_tracers(tracers)
+            sim.add_tracers(tracers)
             sim.update_velocity_grid()
             grids[solver] = sim.grid()["velocity"]
         nodes = np.prod(sim.grid()["shape"])
-        assert (nodes > 30 * n) == bool(spread), (n, nodes)
+        assert (nodes > 30 * n) == bool(cells), (n, nodes)
         assert sim.solver == twin
-        assert np.array_equal(grids["auto"], grids[twin]), (n, spread)
+        assert np.array_equal(grids["auto"], grids[twin]), (n, cells)
 
 
 def test_auto_follows_the_grid_from_one_update_to_the_next():
-    """Solver 'auto' judges each update on that update's grid: tracers moved in and out of a
-    far region make it switch between poisson and the tree from one update to the next.
-    Every field must be exactly the one the picked solver gives from scratch (the vortons
-    move between updates, so a tree or a poisson cache left over from an earlier update
-    would give another field)."""
+    """Solver 'auto' judges each update on that update's grid: a grid made fine and coarse
+    again (grid_cells_per_vorton) makes it switch between the tree and poisson from one update
+    to the next.  Every field must be exactly the one the picked solver gives from scratch
+    (the vortons move between updates, so a tree or a poisson cache left over from an earlier
+    update would give another field)."""
     rng = np.random.default_rng(2)
     p, w = rng.uniform(-1, 1, (1500, 3)), rng.normal(size=(1500, 3))
-    far, near = rng.uniform(-7, 7, (2000, 3)), rng.uniform(-1, 1, (2000, 3))
+    fine, coarse = 40.0, vp.Sim().grid_cells_per_vorton
     sim = vp.Sim(solver="auto", gravity=(0, 0, 0), threads=2)
     sim.add_vortons(p, w, 0.1)
-    sim.add_tracers(far)
-    for k, (tracers, twin) in enumerate(((far, "tree"), (far, "tree"), (near, "poisson"), (far, "tree"), (far, "tree"))):
+    for k, (cells, twin) in enumerate(((fine, "tree"), (fine, "tree"), (coarse, "poisson"), (fine, "tree"),
+                                       (coarse, "poisson"))):
         pk = p + 0.01 * k
         sim.vortons.position[:] = pk
-        sim.tracers.position[:] = tracers
+        sim.grid_cells_per_vorton = cells
         sim.update_velocity_grid()
-        ref = vp.Sim(solver=twin, gravity=(0, 0, 0), threads=2)
+        ref = vp.Sim(solver=twin, gravity=(0, 0, 0), threads=2, grid_cells_per_vorton=cells)
         ref.add_vortons(pk, w, 0.1)
-        ref.add_tracers(tracers)
         ref.update_velocity_grid()
-        assert np.array_equal(sim.grid()["velocity"], ref.grid()["velocity"]), (twin, tracers is far)
+        assert np.array_equal(sim.grid()["velocity"], ref.grid()["velocity"]), (twin, cells)
 
 
 def test_poisson_baseline_fft_copy_agrees_with_the_default():

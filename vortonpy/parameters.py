@@ -93,7 +93,7 @@ def format_value(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.6g}" if not math.isinf(v) else ("inf" if v > 0 else "-inf")
     if isinstance(v, (tuple, list)) or hasattr(v, "tolist"):
-        return "(" + ", ".join(format_value(float(x)) for x in v) + ")"
+        return "(" + ", ".join(format_value(x if isinstance(x, (tuple, list)) else float(x)) for x in v) + ")"
     return repr(v)
 
 
