@@ -18,7 +18,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 SOURCES = [
-    "csrc/module.c", "csrc/params.c", "csrc/sim.c", "csrc/workspace.c", "csrc/particles.c", "csrc/grid.c",
+    "csrc/module.c", "csrc/bind_convert.c", "csrc/bind_params.c", "csrc/bind_body.c",
+    "csrc/params.c", "csrc/sim.c", "csrc/workspace.c", "csrc/particles.c", "csrc/grid.c",
     # the step's phases (docs/method.md, "One step")
     "csrc/domain.c", "csrc/velocity.c", "csrc/direct.c", "csrc/tree.c", "csrc/poisson.c",
     "csrc/stretch.c", "csrc/ambient.c", "csrc/buoyancy.c", "csrc/diffuse.c", "csrc/advect.c", "csrc/contact.c",

@@ -1,9 +1,10 @@
 /* vortonpy.h: the public C API of the vorton fluid core.
  *
- * The core is plain C99 (+ optional OpenMP) and knows nothing of Python; module.c is the
- * only file that includes Python.h.  Every function returns 0 (VP_OK) on success or a
- * negative vp_status; none prints or exits.  Physics references ("physics.md 2.5") point at
- * ../shared/design/physics.md, the model contract, and "part N" at the seed articles. */
+ * The core is plain C99 (+ optional OpenMP) and knows nothing of Python; only the binding
+ * (module.c, bind_*.c through bind.h) includes Python.h.  Every function returns 0 (VP_OK)
+ * on success or a negative vp_status; none prints or exits.  Physics references
+ * ("physics.md 2.5") point at ../shared/design/physics.md, the model contract, and "part N"
+ * at the seed articles. */
 #ifndef VORTONPY_H
 #define VORTONPY_H
 
