@@ -708,8 +708,8 @@ bx.yaxis.set_major_formatter(plt.ScalarFormatter()); bx.yaxis.set_minor_formatte
 bx.set_xlabel("time"); bx.set_ylabel("Cd now / sphere's steady Cd")
 bx.legend(fontsize=7, ncol=2); bx.grid(alpha=0.3, which="both")
 print(table.sort_values("Re").round(3).to_string())
-print(f"fits: R² ≥ {results.r2.min():.4f}; first step's loss of speed {min(first_loss):.2%} to {max(first_loss):.2%}; "
-      f"drag over the first quarter second / after t = 1: {min(early):.2f} to {max(early):.2f}")"""),
+print(f"fits: R² ≥ {results.r2.min():.4f}; first step's loss of speed {min(first_loss):.2%} to "
+      f"{max(first_loss):.2%}; drag over the first quarter second / after t = 1: {min(early):.2f} to {max(early):.2f}")"""),
     ("md", """\
 What the curve shows (the numbers are printed above):
 
