@@ -362,3 +362,31 @@ def test_a_sweep_file_may_name_a_scene_file(tmp_path, monkeypatch):
     sim = vp.scenes.from_toml("ball.toml", viscosity=0.02, threads=1)
     sim.step(5)
     assert df["ball_x"][1] == pytest.approx(sim.bodies[0].position[0], rel=1e-15)
+
+
+def heavy(speed=2.0, viscosity=0.02, seed=0):
+    """``small`` with a ball sixty times the fluid it displaces: it keeps most of its speed."""
+    return vp.scenes.ball_through_smoke(speed=speed, viscosity=viscosity, seed=seed, ball_mass=2.0, vortons=64,
+                                        tracers=0)
+
+
+def test_ball_drag_fits_after_the_start_with_the_added_mass():
+    def track(sim):
+        return {"t": sim.time, "v": sim.bodies[0].velocity[0]}
+    measures = [vp.sweep.BallDrag(after=0.5), track]
+    row = vp.sweep(heavy, {"speed": [2.0]}, frames=45, measure=measures, measure_every=1, client="serial").iloc[0]
+    R, V = 0.2, 4 / 3 * np.pi * 0.2 ** 3
+    t, v = np.asarray(row["t"]), np.asarray(row["v"])
+    fit = vp.plot.fit_drag(t, v, R, 2.0 + V / 2, mask=t >= 0.5, viscosity=0.02)
+    assert row["cd"] == pytest.approx(fit["cd"], rel=1e-12) and row["cd_samples"] == (t >= 0.5).sum()
+    assert row["reynolds"] == pytest.approx(fit["reynolds"], rel=1e-12)
+    # after the start-up the steady sphere's drag (Schiller-Naumann, Re 40) within 15%
+    assert abs(row["cd"] / vp.plot.sphere_drag_coefficient(row["reynolds"]) - 1) < 0.15
+    # without the added mass the same line gives a Cd smaller by M / (M + rho V / 2)
+    bare = vp.sweep(heavy, {"speed": [2.0]}, frames=45, measure=vp.sweep.BallDrag(after=0.5, added_mass=0),
+                    client="serial").iloc[0]
+    assert bare["cd"] == pytest.approx(row["cd"] * 2.0 / (2.0 + V / 2), rel=1e-12)
+    for bad, err in (({"after": "1"}, TypeError), ({"added_mass": -0.5}, ValueError),
+                     ({"added_mass": "half"}, ValueError)):
+        with pytest.raises(err, match=next(iter(bad))):
+            vp.sweep.BallDrag(**bad)

@@ -717,9 +717,9 @@ From each run's samples, the drag coefficient: a ball slowed by drag in still fl
 $(M + \\tfrac12\\rho_0 V)\\,\\dot v = -\\tfrac12\\rho_0 C_d \\pi R^2 v^2$ (the fluid it must carry
 along adds half its displaced mass), so $1/v$ grows linearly in time and `vp.plot.fit_drag`
 fits that line, here over the second half of each run ($t \\ge 1$): just after the launch the
-drag is far above the steady value (the fluid is set moving and a thin boundary layer shears
-hard), and it takes about a second to relax (right panel). The left panel puts the mean over
-the seeds, with their spread, over a sphere's steady drag curve
+ball slows faster than steady drag would make it (the fluid around it is being set moving and a
+thin boundary layer shears hard), and it takes about a second to relax (right panel). The left
+panel puts the mean over the seeds, with their spread, over a sphere's steady drag curve
 (`vp.plot.sphere_drag_coefficient`: Schiller and Naumann below $Re$ 800)."""),
     ("code", """\
 R, M = 0.2, fixed["ball_mass"]
@@ -756,45 +756,55 @@ def running_ratio(row):   # the drag from the deceleration, frame by frame, over
     cd_now = m_eff * -np.gradient(v, t) / (0.5 * v ** 2 * np.pi * R ** 2)
     return t, cd_now / vp.plot.sphere_drag_coefficient(2 * R * v / row["viscosity"])
 
-start = {}
-for _, row in results[results.seed == 0].iterrows():
+first_loss, early = [], []   # the first step's loss of speed; early drag over late, every run
+for _, row in results.iterrows():
     t, r = running_ratio(row)
-    start[row["viscosity"], row["speed"]] = r[1]
-    bx.plot(t[1:], r[1:], lw=1, label=f"U {row['speed']:g}, viscosity {row['viscosity']:g}")
+    first_loss.append(1 - row["v"][1] / row["v"][0])
+    early.append(r[(t > 0) & (t <= 0.25)].mean() / r[t >= 1].mean())
+    if row["seed"] == 0:
+        bx.plot(t[1:], r[1:], lw=1, label=f"U {row['speed']:g}, viscosity {row['viscosity']:g}")
 bx.axvspan(1.0, t[-1], color="C3", alpha=0.08, lw=0)
 bx.axhline(1.0, color="k", ls="--", lw=0.8)
-bx.set_yscale("log"); bx.set_xlabel("time"); bx.set_ylabel("Cd now / sphere's steady Cd")
+bx.set_yscale("log"); bx.set_yticks([0.8, 1, 1.5, 2, 3])
+bx.yaxis.set_major_formatter(plt.ScalarFormatter()); bx.yaxis.set_minor_formatter(plt.NullFormatter())
+bx.set_xlabel("time"); bx.set_ylabel("Cd now / sphere's steady Cd")
 bx.legend(fontsize=7, ncol=2); bx.grid(alpha=0.3, which="both")
-print(table.sort_values("Re").round(3).to_string())"""),
+print(table.sort_values("Re").round(3).to_string())
+print(f"fits: R² ≥ {results.r2.min():.4f}; first step's loss of speed {min(first_loss):.2%} to "
+      f"{max(first_loss):.2%}; drag over the first quarter second / after t = 1: {min(early):.2f} to {max(early):.2f}")"""),
     ("md", """\
-What the curve shows (the table above has the numbers):
+What the curve shows (the numbers are printed above):
 
 - like a sphere's, the drag coefficient falls with the speed at each viscosity and grows with
   the viscosity at each speed;
-- from $Re$ 17 to 150 it is within 15% of the sphere's steady curve, a little below it under
-  $Re$ 50 and a little above it over $Re$ 100;
-- the one point above $Re$ 200 is furthest off, more than 15% above the sphere's, and the only
-  one where the seeds' noise matters (more than 5% between the two seeds, under 2% at every
-  other point): there the boundary layer, about $R/\\sqrt{Re}$ thick, is a quarter of a lattice
-  cell, and a sphere's wake is near the Reynolds number where it stops being steady;
+- from $Re$ 18 to 145 it is within 15% of the sphere's steady curve, and its ratio to the
+  sphere's rises with $Re$: about 0.9 under $Re$ 40, 1.1 near $Re$ 140;
+- the one point above $Re$ 200 is about 30% above the sphere's: there the boundary layer, about
+  $R/\\sqrt{Re}$ thick, is a quarter of a lattice cell;
+- the seeds' noise matters little: the two seeds' drag coefficients differ by under 1% at every
+  point below $Re$ 200, and by a few per cent above;
 - each fit is good: the $1/v$ line's $R^2$ is above 0.99 in every run;
-- at the first frame after the launch the drag is more than twice the steady drag in every
-  run (right panel).
+- the first step after the launch takes about half a per cent of the ball's speed in every run,
+  whether it starts at speed 1 or 4: it is the fluid being set moving with the ball, which costs
+  a fixed fraction of the speed, where drag would cost in proportion to its square; over the
+  first quarter second the drag is then more than 1.25 times what it settles to after $t = 1$,
+  in every run (right panel).
 
 The lattice's resolution is the knob for the points above $Re$ 100: the Re-140 point again at 6
 cells per radius (`body_resolution=6`), a grid given as a list of runs:"""),
     ("code", """\
-low, high = table[table.Re < 150], table[table.Re > 200]
+low, high = table[table.Re < 200], table[table.Re > 200]
 for nu in grid["viscosity"]:
     assert cd.loc[nu, "mean"].is_monotonic_decreasing                     # faster, less drag
 for speed in grid["speed"]:
     assert cd.xs(speed, level="speed")["mean"].is_monotonic_increasing     # more viscous, more drag
 assert low.Re.min() < 20 and (abs(low.ratio - 1) < 0.15).all()
-assert (low.ratio[low.Re < 50] < 1).all() and (low.ratio[low.Re > 100] > 1).all()
-assert len(high) == 1 and high.ratio.iloc[0] > 1.15 and high.ratio.iloc[0] == table.ratio.max()
-assert high.seed_spread.iloc[0] > 0.05 and (low.seed_spread < 0.02).all()
+assert np.corrcoef(np.log(table.Re), table.ratio)[0, 1] > 0.8             # the ratio rises with Re
+assert len(high) == 1 and high.ratio.iloc[0] > 1.15
+assert (low.seed_spread < 0.01).all() and (table.seed_spread < 0.05).all()
 assert (results["r2"] > 0.99).all()
-assert min(start.values()) > 2
+assert max(first_loss) < 0.01 and max(first_loss) < 1.25 * min(first_loss)   # speeds 1 to 4 alike
+assert min(early) > 1.25
 
 finer = vp.sweep(scene, [{**fixed, "speed": 2.0, "viscosity": 0.005, "body_resolution": 6}], frames=60,
                  measure=ball_track, measure_every=1, client=client)

@@ -604,14 +604,30 @@ class Ball:
 
 
 class BallDrag:
-    """Measure: the quadratic-drag fit of a body's slowing (:func:`vortonpy.plot.fit_drag`, as
-    ``vp.plot.drag_curve`` does it: velocity along the launch direction, over the frames where
-    the fluid pushed the body), sampled every frame.  Keys: ``cd``, ``cd_r2`` (the fit's R^2),
-    ``cd_samples``, ``reynolds`` (2 R U / viscosity at the first fitted frame), ``speed_start``,
-    ``speed_end``."""
+    """Measure: the quadratic-drag fit of a body's slowing (:func:`vortonpy.plot.fit_drag`),
+    sampled every frame, of the velocity along the launch direction.  Keys: ``cd``, ``cd_r2``
+    (the fit's R^2), ``cd_samples``, ``reynolds`` (2 R U / viscosity at the first fitted
+    frame), ``speed_start``, ``speed_end``.
 
-    def __init__(self, body: int = 0):
+    ``after``: ``None`` fits from the launch speed over the frames where quadratic drag holds
+    (``vp.plot.drag_curve``'s window); a time fits the line ``1/v = a + b t`` freely over the
+    frames from that time on (after the start-up transient, when the fluid is being set moving).
+    ``added_mass``: the coefficient of the fluid the body carries along, ``(M + added_mass rho0
+    V) dv/dt = -1/2 rho0 Cd pi R^2 v^2``; ``"auto"`` is 1/2 (a sphere in potential flow) with
+    the physical body coupling, whose fluid moves with the ball, and 0 with the articles'
+    contact rule."""
+
+    def __init__(self, body: int = 0, after: Optional[float] = None, added_mass: Union[float, str] = "auto"):
         self.body = int(body)
+        if after is not None and not (isinstance(after, (int, float)) and np.isfinite(after)):
+            raise TypeError(f"after must be a time (a number) or None, got {after!r}")
+        self.after = None if after is None else float(after)
+        if isinstance(added_mass, str):
+            if added_mass != "auto":
+                raise ValueError(f"added_mass must be a number >= 0 or 'auto', got {added_mass!r}")
+        elif not (isinstance(added_mass, (int, float)) and added_mass >= 0):
+            raise ValueError(f"added_mass must be a number >= 0 or 'auto', got {added_mass!r}")
+        self.added_mass = added_mass if isinstance(added_mass, str) else float(added_mass)
         self._hist = None
 
     def sample(self, sim) -> None:
@@ -622,13 +638,23 @@ class BallDrag:
         self._hist.record(sim)
 
     def __call__(self, sim) -> Dict[str, float]:
-        from .plot import drag_data
+        from .plot import drag_data, fit_drag
         h = self._hist
         if h is None or len(h) < 2:
             raise ValueError("BallDrag needs samples: it is a recorder (sweep samples it every frame)")
         if h.body_fixed[self.body]:
             raise ValueError(f"body {self.body} is fixed: it does not slow down")
-        dd = drag_data(h, self.body, viscosity=sim.viscosity)
+        k = self.added_mass
+        if k == "auto":
+            k = 0.5 if h.body_coupling == "physical" else 0.0
+        radius = float(h.body_radius[self.body])
+        mass = float(h.body_mass[self.body]) + k * h.ambient_density * 4.0 / 3.0 * np.pi * radius ** 3
+        if self.after is None:
+            dd = drag_data(h, self.body, mass=mass, viscosity=sim.viscosity)
+        else:
+            dd = drag_data(h, self.body, mass=mass, viscosity=sim.viscosity, fit_range=(self.after, np.inf))
+            dd.fit = fit_drag(dd.time, dd.v_along, radius, mass, dd.rho0, mask=dd.fit_mask,
+                              viscosity=sim.viscosity if sim.viscosity > 0 else None)
         fit = dd.fit
         return dict(cd=fit["cd"], cd_r2=fit["r2"], cd_samples=fit["n"], reynolds=fit["reynolds"],
                     speed_start=float(dd.speed[0]), speed_end=float(dd.speed[-1]))
