@@ -72,7 +72,8 @@ def test_bad_density_and_tracers():
         sim.add_vortons(np.zeros((2, 3)), np.zeros((2, 3)), 0.1, density=-2.0)
     # the message names the bound and the row (PyErr_Format has no %g: Python 3.12 raised
     # SystemError there, 3.11 printed the format letters)
-    with pytest.raises(ValueError, match=r"must exceed -ambient_density = -1 \(row 1\)"):
+    with pytest.raises(ValueError, match=r"density \(a deviation from the ambient\) must exceed -1, minus the "
+                                         r"ambient density \(row 1\)"):
         sim.add_vortons(np.zeros((2, 3)), np.zeros((2, 3)), 0.1, density=[0.0, -2.0])
     with pytest.raises(ValueError, match="position"):
         sim.add_tracers(np.zeros((2, 4)))
