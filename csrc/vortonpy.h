@@ -251,7 +251,7 @@ typedef struct {
     struct vp_lattice **lattices; /* per body: the physical coupling's lattice (penalize.c), or NULL */
     size_t n_lattices_allocated;
     double timings[VP_PHASE_COUNT]; /* ms per phase of the last step */
-    double max_rate;           /* largest |grad u| (Frobenius, 1/time) on the grid at the last solve */
+    double max_rate;           /* largest |grad u| (Frobenius, 1/time) at the last solve (rk2: the larger of its two) */
     int substeps;              /* substeps the last step took (sim.c: stability guard) */
     int pse_substeps;          /* PSE exchanges of the last diffusion phase (diffuse.c) */
     int in_substep;            /* internal: 1 while a step runs as substeps but the last */

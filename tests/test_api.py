@@ -474,11 +474,32 @@ def test_max_rate_is_the_grid_jacobian_norm_exactly():
     differences inside, one-sided at the edges), the squares summed in row-major order
     without fused multiply-adds: the same double as NumPy's elementwise form, at any SIMD
     level (a multiply-add would change the last bits, and with them where substeps start;
-    summed in an FMA clone, it differed at steps 6 and 7 of vortex_ring)."""
-    sim = vp.scenes.vortex_ring(threads=2, tracers=0)
+    summed in an FMA clone, it differed at steps 6 and 7 of vortex_ring).  The frozen
+    integrator solves once a step, and the grid is that solve's field."""
+    sim = vp.scenes.vortex_ring(threads=2, tracers=0, integrator="frozen")
     for _ in range(8):
         sim.step()
         assert sim.max_rate == jacobian_norm_max(sim.grid())
+
+
+def test_max_rate_with_rk2_is_the_larger_of_its_two_solves():
+    """With integrator='rk2' a step solves at its start and at the predicted end and steps on
+    their average, which is what grid() shows; max_rate is the larger of the two solves' norms
+    (the predictor moves through the start field alone, and the end field is the nearer
+    estimate of the next step's), so it is at least the start field's norm, to the bit, and
+    at least the averaged field's (whose norm cannot exceed the larger one's but by rounding)."""
+    sim = vp.scenes.vortex_ring(threads=2, tracers=0)
+    assert sim.integrator == "rk2"
+    above_start = 0
+    for _ in range(8):
+        sim.update_velocity_grid()  # the step's own first solve, bit for bit
+        start = sim.max_rate
+        assert start == jacobian_norm_max(sim.grid())
+        sim.step()
+        assert sim.max_rate >= start
+        assert jacobian_norm_max(sim.grid()) <= sim.max_rate * (1 + 1e-12)
+        above_start += sim.max_rate > start
+    assert above_start  # the end field's norm is taken too (a ring's peak rate moves with it)
 
 
 def jacobian_norm_max(g):
