@@ -191,48 +191,52 @@ def test_poisson_off_grid_vortons_are_summed_directly():
 
 def test_auto_picks_poisson_for_many_vortons_and_the_tree_for_few():
     """solver='auto' gives exactly the poisson field from 1000 vortons up and the tree's below,
-    and the tree's again when tracers spread the grid far beyond the vortons (1500 vortons
-    in a box 2 wide, tracers 14 wide: ~40 nodes a vorton, where the tree is the faster)."""
+    whatever the grid: tracers spread 7x wider than the vortons leave the grid as it is (they
+    are passive), and a grid of 40 cells a vorton still has its nodes among the vortons, where
+    poisson is the faster."""
     rng = np.random.default_rng(1)
-    for n, spread, twin in ((300, 0, "tree"), (1500, 0, "poisson"), (1500, 7, "tree")):
+    for n, spread, cells, twin in ((300, 0, 1.0, "tree"), (1500, 0, 1.0, "poisson"), (1500, 7, 1.0, "poisson"),
+                                   (1500, 0, 40.0, "poisson"), (300, 0, 40.0, "tree")):
         p, w = rng.uniform(-1, 1, (n, 3)), rng.normal(size=(n, 3))
         tracers = rng.uniform(-spread, spread, (2000, 3))
-        grids = {}
-        for solver in ("auto", twin):
-            sim = vp.Sim(solver=solver, gravity=(0, 0, 0), threads=1)
+        grids, shapes = {}, {}
+        for solver in ("auto", twin, "bare"):
+            sim = vp.Sim(solver=twin if solver == "bare" else solver, gravity=(0, 0, 0), threads=1,
+                         grid_cells_per_vorton=cells)
             sim.add_vortons(p, w, 0.1)
-            if spread:
+            if spread and solver != "bare":
                 sim.add_tracers(tracers)
             sim.update_velocity_grid()
-            grids[solver] = sim.grid()["velocity"]
-        nodes = np.prod(sim.grid()["shape"])
-        assert (nodes > 30 * n) == bool(spread), (n, nodes)
+            grids[solver], shapes[solver] = sim.grid()["velocity"], sim.grid()["shape"]
+        assert shapes["auto"] == shapes["bare"], (n, spread, cells)  # the vortons alone set the grid
+        assert np.prod(shapes["auto"]) > 0.8 * cells * n, (n, cells, shapes["auto"])
         assert sim.solver == twin
-        assert np.array_equal(grids["auto"], grids[twin]), (n, spread)
+        assert np.array_equal(grids["auto"], grids[twin]), (n, spread, cells)
 
 
-def test_auto_follows_the_grid_from_one_update_to_the_next():
-    """Solver 'auto' judges each update on that update's grid: tracers moved in and out of a
-    far region make it switch between poisson and the tree from one update to the next.
-    Every field must be exactly the one the picked solver gives from scratch (the vortons
-    move between updates, so a tree or a poisson cache left over from an earlier update
-    would give another field)."""
+def test_auto_follows_the_vortons_from_one_update_to_the_next():
+    """Solver 'auto' judges each update on that update's vortons: removing vortons below 1000
+    and adding them back makes it switch between poisson and the tree from one update to the
+    next.  Every field must be exactly the one the picked solver gives from scratch (the
+    vortons move between updates, so a tree or a poisson cache left over from an earlier
+    update would give another field)."""
     rng = np.random.default_rng(2)
     p, w = rng.uniform(-1, 1, (1500, 3)), rng.normal(size=(1500, 3))
-    far, near = rng.uniform(-7, 7, (2000, 3)), rng.uniform(-1, 1, (2000, 3))
     sim = vp.Sim(solver="auto", gravity=(0, 0, 0), threads=2)
     sim.add_vortons(p, w, 0.1)
-    sim.add_tracers(far)
-    for k, (tracers, twin) in enumerate(((far, "tree"), (far, "tree"), (near, "poisson"), (far, "tree"), (far, "tree"))):
-        pk = p + 0.01 * k
-        sim.vortons.position[:] = pk
-        sim.tracers.position[:] = tracers
+    sim.add_tracers(rng.uniform(-7, 7, (2000, 3)))
+    for k, (n, twin) in enumerate(((1500, "poisson"), (900, "tree"), (900, "tree"), (1500, "poisson"),
+                                   (1500, "poisson"), (900, "tree"))):
+        if n < len(sim.vortons):
+            sim.vortons.remove(np.arange(len(sim.vortons)) >= n)
+        elif n > len(sim.vortons):
+            sim.add_vortons(p[len(sim.vortons):n], w[len(sim.vortons):n], 0.1)
+        sim.vortons.position[:] = p[:n] + 0.01 * k
         sim.update_velocity_grid()
         ref = vp.Sim(solver=twin, gravity=(0, 0, 0), threads=2)
-        ref.add_vortons(pk, w, 0.1)
-        ref.add_tracers(tracers)
+        ref.add_vortons(sim.vortons.position, sim.vortons.vorticity, sim.vortons.radius)
         ref.update_velocity_grid()
-        assert np.array_equal(sim.grid()["velocity"], ref.grid()["velocity"]), (twin, tracers is far)
+        assert np.array_equal(sim.grid()["velocity"], ref.grid()["velocity"]), (k, twin)
 
 
 def test_poisson_baseline_fft_copy_agrees_with_the_default():
