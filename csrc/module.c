@@ -605,7 +605,8 @@ static PyGetSetDef Sim_state_getset[] = {
     {"time", (getter)Sim_get_time, (setter)Sim_set_time, "simulated time", NULL},
     {"frame", (getter)Sim_get_frame, (setter)Sim_set_frame, "steps taken", NULL},
     {"max_rate", (getter)Sim_get_max_rate, (setter)Sim_set_max_rate,
-     "largest |grad u| on the grid at the last velocity solve (1/time); decides the next step's substeps", NULL},
+     "largest |grad u| on the grid at the last velocity solve (1/time; with integrator rk2, the larger of "
+     "the step's two solves'); decides the next step's substeps", NULL},
     {"substeps", (getter)Sim_get_substeps, NULL,
      "substeps the last step took (more than 1 when max_rate * dt exceeded max_rate_dt)", NULL},
     {"diffusion_substeps", (getter)Sim_get_diffusion_substeps, NULL,

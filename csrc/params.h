@@ -46,7 +46,7 @@ typedef struct {
       "constant beyond the ends (None: ambient_density everywhere)")                                       \
     X(solver, ENUM, VP_SOLVER_AUTO, 0, VP_SOLVER_AUTO, 0, "", "direct tree poisson auto",                    \
       "velocity solver: direct (O(N^2) reference), tree (supervortons), poisson (vortex-in-cell), "         \
-      "auto (poisson from 1000 vortons up unless tracers spread the grid far beyond them, else the tree)")  \
+      "auto (poisson from 1000 vortons up, else the tree)")                                                \
     X(threads, INT, 1, 1, 1024, 0, "", "",                                                                   \
       "OpenMP threads (None: every core)")                                                                   \
     X(fluid_heat_capacity, DOUBLE, 1.0, 0, INFINITY, VP_PARAM_MIN_OPEN, "heat/length^3", "",                 \

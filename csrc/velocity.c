@@ -53,14 +53,10 @@ int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int s
     return st;
 }
 
-/* The solver 'auto' picks for n vortons on a grid of nn nodes: poisson's cost per node does
- * not grow with n while the tree's does, but poisson pays for every node of a grid that
- * tracers spread far beyond the vortons (vortonpy.h: VP_AUTO_POISSON_MIN and _RATIO). */
+/* The solver 'auto' picks for n vortons on a grid of nn nodes (vortonpy.h: VP_AUTO_POISSON_MIN). */
 int vp_auto_solver(size_t n, size_t nn)
 {
-    if (n < VP_AUTO_POISSON_MIN || nn == 0) return VP_SOLVER_TREE;
-    double r = VP_AUTO_POISSON_RATIO * (n > 1000 ? pow(1000.0 / (double)n, 0.35) : 1.0);
-    return (double)n >= r * (double)nn ? VP_SOLVER_POISSON : VP_SOLVER_TREE;
+    return n < VP_AUTO_POISSON_MIN || nn == 0 ? VP_SOLVER_TREE : VP_SOLVER_POISSON;
 }
 
 /* The direct sum at every node of the grid. */

@@ -25,14 +25,13 @@ typedef enum {
     VP_ERR_STATE = -4       /* the object is in a state that forbids the call */
 } vp_status;
 
-/* AUTO: poisson from VP_AUTO_POISSON_MIN vortons up where the grid is not much larger than the
- * vortons need, n / nodes >= VP_AUTO_POISSON_RATIO (1000 / n)^0.35; the tree otherwise.  Both
- * solvers evaluate the velocity at every node, but the tree's cost per node grows with log n
- * while poisson's (FFTs of the padded grid) does not depend on n, so poisson wins on a
- * compact set and loses where tracers spread the grid far beyond the vortons (the ratio is
- * the measured crossover, benchmarks/bench_crossover.py).  Below VP_AUTO_POISSON_MIN the tree
- * is kept for accuracy: with one cell per vorton over a non-uniform set the grid is coarser
- * than the dense part's spacing, and poisson's smoothing (sigma >= 0.8 h) changes the flow. */
+/* AUTO: poisson from VP_AUTO_POISSON_MIN vortons up, the tree below.  Both solvers evaluate the
+ * velocity at every node, but the tree's cost per node grows with log n while poisson's (FFTs
+ * of the padded grid) does not depend on n; the grid follows the vortons alone, so its nodes
+ * lie among them, where the tree's are dearest, at any grid_cells_per_vorton.  Below
+ * VP_AUTO_POISSON_MIN the tree is kept for accuracy: with one cell per vorton over a
+ * non-uniform set the grid is coarser than the dense part's spacing, and poisson's smoothing
+ * (sigma >= 0.8 h) changes the flow. */
 typedef enum { VP_SOLVER_DIRECT = 0, VP_SOLVER_TREE = 1, VP_SOLVER_POISSON = 2, VP_SOLVER_AUTO = 3 } vp_solver;
 /* Time stepping (params.integrator, sim.c): FROZEN moves and stretches the vortons through the
  * velocity field of the step's start (first order in time for the coupled flow: the field moves
@@ -47,7 +46,6 @@ typedef enum { VP_STRETCH_CLASSICAL = 0, VP_STRETCH_TRANSPOSE = 1 } vp_stretch_f
 /* Fluid-body coupling (physics.md 2.7): PHYSICAL, no-slip and no-through on the whole surface by
  * penalization (penalize.c); ARTICLES, the seed articles' contact rule (contact.c). */
 typedef enum { VP_COUPLING_PHYSICAL = 0, VP_COUPLING_ARTICLES = 1 } vp_coupling;
-#define VP_AUTO_POISSON_RATIO 0.12
 
 /* Step phases, for timings and error reports.  Order = physics.md section 2. */
 enum {
@@ -255,7 +253,7 @@ typedef struct {
     struct vp_lattice **lattices; /* per body: the physical coupling's lattice (penalize.c), or NULL */
     size_t n_lattices_allocated;
     double timings[VP_PHASE_COUNT]; /* ms per phase of the last step */
-    double max_rate;           /* largest |grad u| (Frobenius, 1/time) on the grid at the last solve */
+    double max_rate;           /* largest |grad u| (Frobenius, 1/time) at the last solve (rk2: the larger of its two) */
     int substeps;              /* substeps the last step took (sim.c: stability guard) */
     int pse_substeps;          /* PSE exchanges of the last diffusion phase (diffuse.c) */
     int in_substep;            /* internal: 1 while a step runs as substeps but the last */

@@ -191,49 +191,52 @@ def test_poisson_off_grid_vortons_are_summed_directly():
 
 def test_auto_picks_poisson_for_many_vortons_and_the_tree_for_few():
     """solver='auto' gives exactly the poisson field from 1000 vortons up and the tree's below,
-    and the tree's again on a grid of ~40 nodes a vorton, where the tree is the faster.
-    Tracers spread 14 wide beside vortons 2 wide change nothing: the grid follows the
-    vortons alone."""
+    whatever the grid: tracers spread 7x wider than the vortons leave the grid as it is (they
+    are passive), and a grid of 40 cells a vorton still has its nodes among the vortons, where
+    poisson is the faster."""
     rng = np.random.default_rng(1)
-    for n, cells, twin in ((300, None, "tree"), (1500, None, "poisson"), (1500, 40.0, "tree")):
+    for n, spread, cells, twin in ((300, 0, 1.0, "tree"), (1500, 0, 1.0, "poisson"), (1500, 7, 1.0, "poisson"),
+                                   (1500, 0, 40.0, "poisson"), (300, 0, 40.0, "tree")):
         p, w = rng.uniform(-1, 1, (n, 3)), rng.normal(size=(n, 3))
-        tracers = rng.uniform(-7, 7, (2000, 3))
-        grids = {}
-        for solver in ("auto", twin):
-            sim = vp.Sim(solver=solver, gravity=(0, 0, 0), threads=1)
-            if cells:
-                sim.grid_cells_per_vorton = cells
+        tracers = rng.uniform(-spread, spread, (2000, 3))
+        grids, shapes = {}, {}
+        for solver in ("auto", twin, "bare"):
+            sim = vp.Sim(solver=twin if solver == "bare" else solver, gravity=(0, 0, 0), threads=1,
+                         grid_cells_per_vorton=cells)
             sim.add_vortons(p, w, 0.1)
-            sim.add_tracers(tracers)
+            if spread and solver != "bare":
+                sim.add_tracers(tracers)
             sim.update_velocity_grid()
-            grids[solver] = sim.grid()["velocity"]
-        nodes = np.prod(sim.grid()["shape"])
-        assert (nodes > 30 * n) == bool(cells), (n, nodes)
+            grids[solver], shapes[solver] = sim.grid()["velocity"], sim.grid()["shape"]
+        assert shapes["auto"] == shapes["bare"], (n, spread, cells)  # the vortons alone set the grid
+        assert np.prod(shapes["auto"]) > 0.8 * cells * n, (n, cells, shapes["auto"])
         assert sim.solver == twin
-        assert np.array_equal(grids["auto"], grids[twin]), (n, cells)
+        assert np.array_equal(grids["auto"], grids[twin]), (n, spread, cells)
 
 
-def test_auto_follows_the_grid_from_one_update_to_the_next():
-    """Solver 'auto' judges each update on that update's grid: a grid made fine and coarse
-    again (grid_cells_per_vorton) makes it switch between the tree and poisson from one update
-    to the next.  Every field must be exactly the one the picked solver gives from scratch
-    (the vortons move between updates, so a tree or a poisson cache left over from an earlier
+def test_auto_follows_the_vortons_from_one_update_to_the_next():
+    """Solver 'auto' judges each update on that update's vortons: removing vortons below 1000
+    and adding them back makes it switch between poisson and the tree from one update to the
+    next.  Every field must be exactly the one the picked solver gives from scratch (the
+    vortons move between updates, so a tree or a poisson cache left over from an earlier
     update would give another field)."""
     rng = np.random.default_rng(2)
     p, w = rng.uniform(-1, 1, (1500, 3)), rng.normal(size=(1500, 3))
-    fine, coarse = 40.0, vp.Sim().grid_cells_per_vorton
     sim = vp.Sim(solver="auto", gravity=(0, 0, 0), threads=2)
     sim.add_vortons(p, w, 0.1)
-    for k, (cells, twin) in enumerate(((fine, "tree"), (fine, "tree"), (coarse, "poisson"), (fine, "tree"),
-                                       (coarse, "poisson"))):
-        pk = p + 0.01 * k
-        sim.vortons.position[:] = pk
-        sim.grid_cells_per_vorton = cells
+    sim.add_tracers(rng.uniform(-7, 7, (2000, 3)))
+    for k, (n, twin) in enumerate(((1500, "poisson"), (900, "tree"), (900, "tree"), (1500, "poisson"),
+                                   (1500, "poisson"), (900, "tree"))):
+        if n < len(sim.vortons):
+            sim.vortons.remove(np.arange(len(sim.vortons)) >= n)
+        elif n > len(sim.vortons):
+            sim.add_vortons(p[len(sim.vortons):n], w[len(sim.vortons):n], 0.1)
+        sim.vortons.position[:] = p[:n] + 0.01 * k
         sim.update_velocity_grid()
-        ref = vp.Sim(solver=twin, gravity=(0, 0, 0), threads=2, grid_cells_per_vorton=cells)
-        ref.add_vortons(pk, w, 0.1)
+        ref = vp.Sim(solver=twin, gravity=(0, 0, 0), threads=2)
+        ref.add_vortons(sim.vortons.position, sim.vortons.vorticity, sim.vortons.radius)
         ref.update_velocity_grid()
-        assert np.array_equal(sim.grid()["velocity"], ref.grid()["velocity"]), (twin, cells)
+        assert np.array_equal(sim.grid()["velocity"], ref.grid()["velocity"]), (k, twin)
 
 
 def test_poisson_baseline_fft_copy_agrees_with_the_default():

@@ -134,7 +134,7 @@ class Sim:
     @stratification.setter
     def stratification(self, value: Optional[_Profile]) -> None: ...
     solver: Literal['direct', 'tree', 'poisson', 'auto']
-    """velocity solver: direct (O(N^2) reference), tree (supervortons), poisson (vortex-in-cell), auto (poisson from 1000 vortons up unless tracers spread the grid far beyond them, else the tree)"""
+    """velocity solver: direct (O(N^2) reference), tree (supervortons), poisson (vortex-in-cell), auto (poisson from 1000 vortons up, else the tree)"""
     @property
     def threads(self) -> int:
         """OpenMP threads (None: every core)"""

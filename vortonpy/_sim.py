@@ -179,8 +179,7 @@ class Sim(_core.Sim):
     ``solver`` is ``"direct"`` (O(N^2) reference), ``"tree"`` (supervorton hierarchy, accuracy
     set by ``tree_theta``), ``"poisson"`` (vortex-in-cell with free-space boundaries: FFT
     convolution on the grid; faster than the tree from about 1e3 vortons, smoother near vortex
-    cores) or ``"auto"`` (poisson from 1000 vortons up, the tree below, and the tree also
-    where tracers spread the grid to more than ~8 nodes a vorton at 1e3 vortons, ~26 at 1e4).
+    cores) or ``"auto"`` (poisson from 1000 vortons up, the tree below).
     ``threads=None`` uses every core.  With ``rollback=True`` every step first copies the
     state, and a step that raises ``FloatingPointError`` leaves the simulation exactly as it
     was before that step.  A step whose largest velocity gradient times dt exceeds

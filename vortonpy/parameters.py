@@ -85,14 +85,17 @@ class Parameter:
 
 
 def format_value(v: Any) -> str:
-    """A value as short text: ``0.0333333``, ``1e-04``, ``(0, 0, -10)``, ``'auto'``."""
+    """A value as short text: ``0.0333333``, ``1e-04``, ``(0, 0, -10)``, ``'auto'``, a profile as
+    ``((-0.05, 1.6), (0.05, 0.4))``."""
+    if hasattr(v, "tolist"):  # a NumPy array or scalar: its plain Python value
+        v = v.tolist()
     if isinstance(v, bool) or v is None:
         return repr(v)
     if isinstance(v, str):
         return repr(v)
     if isinstance(v, float):
         return f"{v:.6g}" if not math.isinf(v) else ("inf" if v > 0 else "-inf")
-    if isinstance(v, (tuple, list)) or hasattr(v, "tolist"):
+    if isinstance(v, (tuple, list)):
         return "(" + ", ".join(format_value(x if isinstance(x, (tuple, list)) else float(x)) for x in v) + ")"
     return repr(v)
 
