@@ -1,4 +1,4 @@
-"""Parameter sweeps and ensembles: many independent runs of a scene on Dask, one table row each::
+"""Parameter sweeps and ensembles: many independent runs of a scene on Dask, one table row each.
 
 For example::
 
