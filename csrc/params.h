@@ -68,7 +68,7 @@ typedef struct {
     X(body_coupling, ENUM, VP_COUPLING_PHYSICAL, 0, VP_COUPLING_ARTICLES, 0, "", "physical articles",        \
       "how bodies and fluid interact: physical (no-slip on the whole surface, forces from the momentum "   \
       "the fluid gains) or articles (the seed articles' contact rule)")                                     \
-    X(body_resolution, DOUBLE, 4.0, 0.5, 64, 0, "", "",                                                      \
+    X(body_resolution, DOUBLE, 4.0, 1.5, 64, 0, "", "",                                                      \
       "physical coupling: lattice cells per body radius (accuracy against cost)")                           \
     X(contact_blend, DOUBLE, 0.2, 0, 1.0, VP_PARAM_MIN_OPEN, "", "",                                         \
       "articles' rule: fraction of the way to a body's boundary vorticity taken per step (1: at once)")     \
