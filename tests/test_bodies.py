@@ -142,6 +142,7 @@ def test_archimedes_in_dense_fluid():
     assert abs(a) <= 10 * 0.1 * d / 1.5  # vs -3.33 in ambient fluid
 
 
+@pytest.mark.slow  # 6 s of simulated time through two layers
 def test_ball_turns_back_at_interface_of_two_layers():
     """Part 9 figure 3: a neutrally buoyant ball released in the light upper layer of a
     two-layer fluid sinks until the fluid around it is as dense as it is, and the buoyant

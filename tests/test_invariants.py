@@ -8,7 +8,7 @@ import pytest
 import vortonpy as vp
 
 
-@pytest.mark.slow  # ~20 s: 290 frames of the plume
+@pytest.mark.slow  # 290 frames of the plume
 def test_hot_ball_keeps_the_heat_its_ball_gives_through_remeshing():
     """hot_ball as shipped (remeshing every 10 frames), to frame 290 (before any particle
     reaches its lifetime): the heat above the ambient's of fluid plus ball is constant.  The
@@ -56,7 +56,7 @@ def _ring_z(sim, centres):
     return centres
 
 
-@pytest.mark.slow  # ~30 s: 300 frames of ~7e3 vortons with two velocity solves a step
+@pytest.mark.slow  # 300 frames of ~7e3 vortons with two velocity solves a step
 def test_leapfrogging_rings_keep_their_impulse():
     """Two coaxial rings (R = 1, core 0.1, one radius apart, inviscid, dt = 1/30, remeshed as
     jet_ring is): the rear one shrinks, speeds through the front one and they swap (at least

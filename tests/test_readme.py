@@ -26,6 +26,7 @@ def test_readme_example_is_ten_lines_and_says_gravity_is_on():
     assert "gravity" in code and "default" in code  # the example says gravity is on by default
 
 
+@pytest.mark.slow  # renders the README's video
 def test_readme_example_video_keeps_ball_and_smoke_in_view(tmp_path, monkeypatch):
     """Runs the README's code with half the frames (a step before the video and the video's
     frames), recording every rendered frame's view: the ball's centre is inside it, at least

@@ -14,6 +14,8 @@ import pytest
 
 import vortonpy as vp
 
+pytestmark = pytest.mark.slow  # each case runs until its flow is steady
+
 R = 0.5
 U = 1.0
 AREA = np.pi * R ** 2

@@ -16,7 +16,7 @@ def heights(sim, frames):
     return np.array(z)
 
 
-@pytest.mark.slow  # ~15 s: 10 s of simulated time
+@pytest.mark.slow  # 10 s of simulated time
 def test_a_neutral_ball_overshoots_turns_back_and_stays_at_the_interface():
     """Part 9's figure 3 on the stratified ambient: a ball of the interface's density,
     released 0.5 above it, sinks through the light layer, overshoots into the heavy one,
@@ -43,7 +43,7 @@ def test_a_ball_denser_than_the_lower_layer_sinks_through_it_and_a_lighter_one_r
     assert np.all(way * np.diff(z[30:]) > 0)
 
 
-@pytest.mark.slow  # ~10 s
+@pytest.mark.slow  # a period of the buoyancy oscillation
 def test_a_displaced_ball_oscillates_near_the_buoyancy_frequency_and_the_oscillation_decays():
     """A neutrally buoyant ball displaced by one radius in a linear profile, N^2 = g |d rho/dz|
     / rho0: the buoyancy of the displaced fluid pulls it back, the fluid it must move adds

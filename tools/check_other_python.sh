@@ -6,7 +6,7 @@
 # (`pip install ".[test]"`; about 1.5 minutes each).  The C API changes between minor versions:
 # 3.12 made PyErr_Format reject %g (which 3.11 printed as letters), and Py_NewRef and
 # PyModule_AddObjectRef only came with 3.10 (the core did not load on 3.9).  A version not
-# found is skipped with a note.
+# found is skipped with a note.  Extra arguments go to pytest.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-python3}
@@ -43,5 +43,5 @@ for which in "3.9 3.10" "3.13 3.12"; do
     rm -rf "$WORK/venv"
     "$py" -m venv "$WORK/venv"
     (cd "$WORK/src" && "$WORK/venv/bin/pip" install -q --disable-pip-version-check ".[test]" &&
-        "$WORK/venv/bin/pytest" -q -p no:cacheprovider tests)
+        "$WORK/venv/bin/pytest" -q -p no:cacheprovider tests "$@")
 done
