@@ -130,10 +130,11 @@ def main(argv=None) -> None:
     ap.add_argument("--main-job-frames", type=int, default=300)
     a = ap.parse_args(argv)
     print(C.header("Two threads beside a busy core"))
-    rows = []
+    rows, results = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for case in a.cases.split(","):
             r = run_case(case.strip(), a.rounds, a.frames, tmp)
+            results.append(r)
             rows.append([r["case"], r["quiet_1t_median_ms"], r["loaded_2t_median_ms"], r["ratio"],
                          r["loaded_worst_over_median"], r["quiet_worst_over_median"]])
             print(f"{case}: quiet 1 thread {r['round_medians_quiet']}, loaded 2 threads {r['round_medians_loaded']} "
@@ -146,6 +147,7 @@ def main(argv=None) -> None:
             print(f"\nvortonpy run ball_through_smoke, 2 threads, sim_ms_per_frame: with video {m['video_ms']}, "
                   f"--no-animation {m['no_animation_ms']}; ratio of medians {m['ratio']:.2f} (<= 1.5)")
     print(f"\nCPUs busy after: {C.busy_fraction():.0%}")
+    print("wrote", C.write_json("contention.json", dict(cases=results, main_job=m if a.main_job else None)))
 
 
 if __name__ == "__main__":
