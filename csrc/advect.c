@@ -1,4 +1,4 @@
-/* advect.c: vortons and tracers moved by the grid velocity (physics.md 2.6).  Vortons, and
+/* advect.c: vortons and tracers moved by the grid velocity (method step 6).  Vortons, and
  * tracers fewer than the grid's nodes, interpolate the double grid; many tracers read the
  * grid regathered per cell in float32 (one contiguous read a lookup: tracers are passive,
  * so float32 costs them nothing visible).  Particles beyond the grid (outliers past the
@@ -228,7 +228,7 @@ static size_t advect_cells_range(const cell_geom *G, const double glo[3], const 
             vw[3 * j] = ux[j]; vw[3 * j + 1] = uy[j]; vw[3 * j + 2] = uz[j];
         }
         /* the tracers that entered a body go to its surface now, while the block is in cache
-         * (physics.md 2.7; one pass over the tracers instead of a second in the contact
+         * (method step 7; one pass over the tracers instead of a second in the contact
          * phase).  A block with outliers waits for them to be moved (finish_outliers). */
         if (!out)
             for (int k = 0; k < nbod; k++) {
@@ -399,7 +399,7 @@ static int advect_nodes(vp_sim *s, size_t n, double *x, double *vel)
     return finish_outliers(s, n, x, vel, oidx, ocnt, nb, block, NULL, 0);
 }
 
-/* Phase 6 (physics.md 2.6): the vortons move with the grid velocity.  Order 2 is Heun's
+/* Phase 6 (method step 6): the vortons move with the grid velocity.  Order 2 is Heun's
  * method in the frozen field of this step (u at x and at the Euler predictor, averaged);
  * order 1 is the seeds' explicit Euler.  The velocity used is cached on the particle. */
 int vp_advect_vortons(vp_sim *s)
@@ -462,7 +462,7 @@ static int advect_tracer_cells(vp_sim *s)
     return finish_outliers(s, t->n, x, vel, oidx, ocnt, nb, block, s->bodies, (size_t)nbod);
 }
 
-/* With a stratification (physics.md 2.4) the grid holds the deviation from the ambient: the
+/* With a stratification (method step 4) the grid holds the deviation from the ambient: the
  * tracers' density is the ambient's at their place plus it, relative to rho0 like the
  * vortons' densities, so that dye shows the layers. */
 static void tracers_add_ambient(vp_sim *s)
@@ -482,7 +482,7 @@ static void tracers_add_ambient(vp_sim *s)
     }
 }
 
-/* Phase 6 (physics.md 2.6) for the tracers, as for the vortons; they also sample the density
+/* Phase 6 (method step 6) for the tracers, as for the vortons; they also sample the density
  * grid, so dye can be coloured by density or temperature.  The cell path also projects the
  * tracers that entered a body to its surface (vp_collide's tracer pass then has nothing to
  * do: *projected = 1); the node path does not (0). */

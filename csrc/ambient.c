@@ -1,4 +1,4 @@
-/* ambient.c: the ambient fluid's density (physics.md 2.4, background stratification).
+/* ambient.c: the ambient fluid's density (method step 4, background stratification).
  *
  * Without a stratification the ambient fluid has the density rho0 = ambient_density
  * everywhere.  With one, its density is the profile rho_bar(h) of params.stratification at
@@ -90,7 +90,7 @@ double vp_ambient_ball_mean(const vp_params *p, const double c[3], double R)
     return mass / vp_volume(R);
 }
 
-/* Phase 5 with a stratification (physics.md 2.4 and 2.5): PSE exchanges each vorton's
+/* Phase 5 with a stratification (method steps 4 and 5): PSE exchanges each vorton's
  * temperature excess over the ambient's at its height, T - T_bar + 1, instead of T itself, so
  * the layers keep their profile as the ambient at rest must; a parcel out of its layer still
  * diffuses into its surroundings.  (Exchanging the parcels' own temperatures conducted heat

@@ -1,4 +1,4 @@
-/* body.c: rigid spheres (physics.md 1 and 2.9, part 4's stand-in for a physics engine):
+/* body.c: rigid spheres (docs/method.md, the state and step 9, part 4's stand-in for a physics engine):
  * state, impulses from the fluid, and integration with a unit quaternion. */
 #include <math.h>
 #include <string.h>
@@ -67,7 +67,7 @@ void vp_body_integrate(vp_body *b, double dt)
     memset(b->impulse, 0, sizeof b->impulse); memset(b->angular_impulse, 0, sizeof b->angular_impulse);
 }
 
-/* Phase 9 (physics.md 2.9): every body integrated over the step's dt. */
+/* Phase 9 (method step 9): every body integrated over the step's dt. */
 int vp_bodies_integrate(vp_sim *s)
 {
     for (size_t b = 0; b < s->n_bodies; b++) vp_body_integrate(&s->bodies[b], s->params.dt);

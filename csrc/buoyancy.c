@@ -1,5 +1,5 @@
-/* buoyancy.c: the density grid, baroclinic vorticity (physics.md 2.4, part 8) and body
- * buoyancy (physics.md 2.8, part 9). */
+/* buoyancy.c: the density grid, baroclinic vorticity (method step 4, part 8) and body
+ * buoyancy (method step 8, part 9). */
 #include <string.h>
 #include "internal.h"
 #include "grid_inline.h"
@@ -16,7 +16,7 @@ static int inside_a_body(const vp_sim *s, const double x[3])
     return 0;
 }
 
-/* The density grid (physics.md 2.4, part 8): each vorton's mass deviation d_i V_i,
+/* The density grid (method step 4, part 8): each vorton's mass deviation d_i V_i,
  * cloud-in-cell splatted and divided by the cell volume, so the grid holds exactly the
  * particles' total mass; then its central-difference gradient.  With a stratification the
  * deviation is taken from the ambient at the vorton's height, d_i - (rho_bar(z_i) - rho0):
@@ -108,7 +108,7 @@ static void baroclinic_range(const vp_grid *grid, const double *restrict grad_rh
     }
 }
 
-/* Phase 4 (physics.md 2.4, part 8): baroclinic generation dw/dt = (grad rho) x g / rho0
+/* Phase 4 (method step 4, part 8): baroclinic generation dw/dt = (grad rho) x g / rho0
  * (Boussinesq): heavy fluid sinks, light rises.  Skipped when params.baroclinic is 0,
  * gravity is zero, the domain is flat along it or the density is uniform (density_flat,
  * with finite factors: the term is exactly zero; skipping it differs from adding it only in
@@ -149,11 +149,11 @@ static double sample_density(const vp_sim *s, const double x[3])
     return d;
 }
 
-/* Gravity plus Archimedes on every free body with gravity on (physics.md 2.8, part 9):
+/* Gravity plus Archimedes on every free body with gravity on (method step 8, part 9):
  * F = g (M - rho_avg Vb), rho_avg = the ambient's mean over the ball (rho0, or the
  * stratification's profile integrated exactly over the ball's slabs) + the mean density
- * deviation of the fluid the body displaces.  physics.md samples at the centre and
- * c +- R/2 g_hat, c +- R g_hat; but a body pushes the fluid's vortons out of itself
+ * deviation of the fluid the body displaces.  Sampling at the centre and c +- R/2 g_hat,
+ * c +- R g_hat fails: a body pushes the fluid's vortons out of itself
  * (contact.c), so the density grid inside it reads a hole of ambient fluid and a neutral ball
  * would float anywhere.  We sample the displaced fluid just outside instead, one grid cell
  * beyond the surface: above and below along g (their mean is the density at the centre's

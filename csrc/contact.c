@@ -1,4 +1,4 @@
-/* contact.c: fluid-body interaction (physics.md 2.7, part 4): no-slip and no-through boundary
+/* contact.c: fluid-body interaction (method step 7, part 4): no-slip and no-through boundary
  * conditions by assigning vorticity, exact momentum hand-over to the body, tracer collisions,
  * and heat conduction between bodies and the fluid that touches them (part 10). */
 #include <math.h>
@@ -8,7 +8,7 @@
 #include "kernel.h"
 #include "tracer_contact.h"
 
-/* Contact geometry of one vorton (part 4, physics.md 2.7): contact point P = c + R n, body
+/* Contact geometry of one vorton (part 4, method step 7): contact point P = c + R n, body
  * surface velocity there, and the placement one core radius from P along -b,
  * b = normalize((n x u_rel) x u_rel) (perpendicular to u_rel, outside the body), where
  * u_rel = ambient velocity at P (grid velocity minus the contacting vortons' own
@@ -440,7 +440,7 @@ static void collide_tracers_range(const vp_body *B, long k0, long k1, double *re
         hit = vp_project_tracers_block(B, b0, (int)(b0 + 64 < k1 ? 64 : k1 - b0), tx, tv, !hit);
 }
 
-/* Contact vorton i reassigned (part 4, physics.md 2.7): moved to its placement and its
+/* Contact vorton i reassigned (part 4, method step 7): moved to its placement and its
  * vorticity blended by bl towards the share a_new / V, with heat conducted from the body
  * (conduct; kb > 0).  The terms of the fluid's impulse about the body's centre c it carried
  * before and carries after go to h[0..12): (x-c) x a and (x-c) x ((x-c) x a) before, the same
@@ -490,7 +490,7 @@ void vp_bodies_project_tracers(vp_sim *s)
     }
 }
 
-/* Phase 7 (physics.md 2.7) for every body in order: the vortons that touch it are reassigned
+/* Phase 7 (method step 7) for every body in order: the vortons that touch it are reassigned
  * (no-slip, no-through), the momentum they carried is handed to the body, heat is conducted,
  * and, with `tracers`, the tracers inside are projected to its surface (a step does that in
  * the tracer advection instead, vp_advect_tracers). */
@@ -612,7 +612,7 @@ int vp_collide(vp_sim *s, int tracers)
         if (nc) {
             /* (a failed work space left every vorton as it was: nothing to undo) */
             if (!anew || !wsm || !hand) { free(cs); free(anew); free(hand); return VP_ERR_NOMEM; }
-            /* The momentum hand-over (physics.md 2.7): the fluid's impulse about the body's
+            /* The momentum hand-over (method step 7): the fluid's impulse about the body's
              * centre c changes by each contact's new terms minus its old (linear
              * 1/2 (x-c) x a, angular 1/3 (x-c) x ((x-c) x a)); the body receives minus rho0
              * times the sums.  Summed here in contact order: deterministic. */

@@ -1,4 +1,4 @@
-/* diffuse.c: viscous and thermal diffusion by particle strength exchange (physics.md 2.5,
+/* diffuse.c: viscous and thermal diffusion by particle strength exchange (method step 5,
  * Degond and Mas-Gallic 1989), both in one neighbour traversal:
  *   dq_i/dt = k sum_j (q_j - q_i) eta_e(x_i - x_j) V_j / e^2,
  *   eta_e(x) = 4 / (pi^1.5 e^3) exp(-|x|^2 / e^2)   (second moments 2: a Laplacian),
@@ -152,7 +152,7 @@ static inline __attribute__((always_inline)) double pse_hsum(const pse_v8d *v)
 }
 
 /* The exchange sums of one query vorton over candidates [0, m) of a batch, the query itself
- * the one at `self` (physics.md 2.5, without the factor f = dt norm):
+ * the one at `self` (method step 5, without the factor f = dt norm):
  *   out[0..2] = sum_j g_ij nu_ij V_j (w_j - w_q),  out[3] = sum_j g_ij V_j (T_j - T_q),
  *   out[4] = c_q = sum_j g_ij (nu_ij + kappa) V_j   (the rate sum: pse_guard),
  * g_ij = exp(-r^2 / e_ij^2) / e_ij^5 inside the cutoff, else 0.  The weights are float32:
@@ -374,7 +374,7 @@ typedef struct {
     int heat;
 } pse_input;
 
-/* Sorted vorton q's fields (physics.md 2.5): position, spacing e = width V^(1/3), the
+/* Sorted vorton q's fields (method step 5): position, spacing e = width V^(1/3), the
  * viscosity nu_i, volume, vorticity and temperature.  *rl, *vl, *el: the last radius, its
  * volume and spacing (the cube root once per run of equal radii). */
 static inline void pse_fill(const pse_input *in, const pse_fields *S, size_t q, double *rl, double *vl, double *el)

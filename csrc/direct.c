@@ -1,4 +1,4 @@
-/* direct.c: the direct O(N M) Biot-Savart sum (physics.md 2.2), the reference solver that
+/* direct.c: the direct O(N M) Biot-Savart sum (method step 2), the reference solver that
  * the tests compare the tree and poisson with: every point summed over every vorton with
  * the regularised kernel (kernel.h), in float64. */
 #include <stdlib.h>
@@ -54,7 +54,7 @@ static void kernel_sum_scaled(size_t m, const double *F, const double P[3], doub
     u[0] += VP_INV4PI * u0; u[1] += VP_INV4PI * u1; u[2] += VP_INV4PI * u2;
 }
 
-/* The direct sum (physics.md 2.2, the reference solver): float64 throughout, sources as one
+/* The direct sum (method step 2, the reference solver): float64 throughout, sources as one
  * SoA copy and every point summed over all of them by the vectorised kernel_sum_soa.
  * Returns VP_ERR_NOMEM if the copy cannot be made. */
 int vp_direct_velocity(size_t n, const double *pos, const double *strength, const double *radius,

@@ -1,4 +1,4 @@
-/* domain.c: the grid's extent from the vortons (physics.md 2.1, open boundaries).  The grid
+/* domain.c: the grid's extent from the vortons (method step 1, open boundaries).  The grid
  * covers every vorton inside robust limits (quantiles of a sample widened by their spread), so
  * that a few far outliers cannot stretch it; outliers, and tracers beyond the grid, move by the
  * solver instead (advect.c).  Diffusion and remeshing share the limits. */
@@ -79,7 +79,7 @@ static void limits_plan(size_t n, size_t *m, size_t *step, size_t *klo, size_t *
     *klo = (size_t)(0.005 * (*m - 1)); *khi = *m - 1 - (size_t)(0.995 * (*m - 1));
 }
 
-/* The robust limits (physics.md 2.1) of the vortons' positions: per axis, the 0.5% and 99.5%
+/* The robust limits (method step 1) of the vortons' positions: per axis, the 0.5% and 99.5%
  * quantiles of a sample of up to 4096 of them, widened by their distance on both sides;
  * infinite below 200 vortons.  The sample is taken in a scrambled order (sample j at slot
  * (j step) mod m, step coprime to m near m / golden ratio): particles come in emission order,
@@ -196,7 +196,7 @@ static int point_bounds(const double *t, size_t n, int threads, const double lim
     return box12_result(&b, lo, hi);
 }
 
-/* Phase 1 (physics.md 2.1): the grid follows the vortons (open boundaries).  It covers every
+/* Phase 1 (method step 1): the grid follows the vortons (open boundaries).  It covers every
  * vorton inside the robust limits, padded by three core radii and a cell, with cubic cells
  * sized for grid_cells_per_vorton cells per vorton, never more than grid_max_points nodes.
  * Tracers do not shape it: they are passive, so the vortons move the same with or without

@@ -1,4 +1,4 @@
-/* emit.c: emitters and lifetimes (physics.md 2.10, the scenes of parts 7 and 10): sources
+/* emit.c: emitters and lifetimes (method step 10, the scenes of parts 7 and 10): sources
  * that add vortons and tracers at a rate in a box, and the removal of particles past their
  * maximum age. */
 #include <stdlib.h>
@@ -16,10 +16,10 @@ int vp_sim_add_emitter(vp_sim *s, const vp_emitter *e)
     return VP_OK;
 }
 
-/* Phase 10 (physics.md 2.10): emitters add particles at their rates, uniformly in their
+/* Phase 10 (method step 10): emitters add particles at their rates, uniformly in their
  * boxes; vortons get vorticity of the emitter's magnitude in a random direction.  An
  * emitter's density is a deviation from the ambient where each particle appears (with a
- * stratification, physics.md 2.4: 0 emits ambient fluid of that height). */
+ * stratification, method step 4: 0 emits ambient fluid of that height). */
 int vp_emit(vp_sim *s)
 {
     double dt = s->params.dt;
@@ -84,7 +84,7 @@ static size_t age_range(double *restrict age, size_t n, double dt, double life, 
     return expired;
 }
 
-/* Lifetimes (physics.md 2.10): every particle ages by dt, and those past their kind's
+/* Lifetimes (method step 10): every particle ages by dt, and those past their kind's
  * lifetime are removed. */
 int vp_expire(vp_sim *s)
 {

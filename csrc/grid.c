@@ -1,4 +1,4 @@
-/* grid.c: the uniform grid laid over the domain (physics.md 2.1): trilinear interpolation,
+/* grid.c: the uniform grid laid over the domain (method step 1): trilinear interpolation,
  * cloud-in-cell splatting, central-difference gradient and Jacobian.  Stateless kernels over
  * plain arrays (Stam's style); the sim owns the memory. */
 #include <math.h>
@@ -258,7 +258,7 @@ static void bins_cells(const vp_bins *b, const double *restrict x, size_t i0, si
     }
 }
 
-/* A cell list (physics.md 2.5's neighbour search; the tree's query grouping): n points binned
+/* A cell list (method step 5's neighbour search; the tree's query grouping): n points binned
  * into boxes of side `cell` from lo, the side grown by 1.26x until there are at most
  * max_cells boxes; points beyond [lo, hi] (outliers) go to the edge boxes.  start[c] ..
  * start[c+1] index into order, the points of box c (x fastest) in index order: a counting

@@ -44,7 +44,7 @@ static inline long vp_block_size(long n, int threads, long least)
     return b > least ? (b + least - 1) / least * least : least;
 }
 
-/* The step's phases, in physics.md section 2's order (each returns a vp_status). */
+/* The step's phases, in docs/method.md's order (each returns a vp_status). */
 int vp_domain_update(vp_sim *s);                 /* 2.1 domain.c */
 int vp_velocity_grid(vp_sim *s);                 /* 2.2 velocity.c */
 int vp_stretch(vp_sim *s);                       /* 2.3 stretch.c */
@@ -75,7 +75,7 @@ int vp_poisson_velocity_grid(vp_sim *s);         /* poisson.c (vortex-in-cell) *
 void vp_poisson_free(struct vp_poisson *p);      /* the solver's cache (NULL: no-op) */
 
 /* The robust limits of the vortons' positions (and with_tracers the tracers'): beyond them a
- * particle is an outlier (domain.c, physics.md 2.1); on the sim's threads, or (_serial) on
+ * particle is an outlier (domain.c, method step 1); on the sim's threads, or (_serial) on
  * the calling thread alone, inside a parallel region beside other work. */
 void vp_robust_limits(const vp_sim *s, double lim_lo[3], double lim_hi[3]);
 /* At least `doubles` doubles of the sim's scratch memory (workspace.c); NULL when out of memory. */

@@ -1,4 +1,4 @@
-/* kernel.h: the regularised Biot-Savart kernel and its exact inverse (physics.md 2.2, 2.7).
+/* kernel.h: the regularised Biot-Savart kernel and its exact inverse (method step 2, 2.7).
  *
  * Core: the high-order algebraic core of Winckelmans and Leonard (1993),
  *   u(x) = 1/(4 pi) a x r g(|r|, s),   g(r, s) = (r^2 + 5/2 s^2) / (r^2 + s^2)^(5/2),

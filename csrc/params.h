@@ -22,7 +22,7 @@
 #define VP_PARAM_MIN_OPEN 1
 
 /* A function of height given by points, linear between them and constant beyond the ends
- * (the stratification: ambient density against height along -gravity, physics.md 2.4). */
+ * (the stratification: ambient density against height along -gravity, method step 4). */
 #define VP_PROFILE_MAX 16
 typedef struct {
     int n;                          /* points in use (0: none) */

@@ -1,4 +1,4 @@
-/* particles.c: struct-of-arrays storage for vortons and tracers (physics.md 1): reference-
+/* particles.c: struct-of-arrays storage for vortons and tracers (docs/method.md, the state): reference-
  * counted blocks, growth by doubling, stable removal, and the xoshiro random numbers that
  * emitters draw from.  All allocation of particle memory happens here. */
 #include <stdlib.h>

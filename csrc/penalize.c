@@ -1,4 +1,4 @@
-/* penalize.c: the physical fluid-body coupling (physics.md 2.7, the default rule).
+/* penalize.c: the physical fluid-body coupling (method step 7, the default rule).
  *
  * No-slip and no-through hold on the whole surface of every sphere at every step, whether or
  * not vortons are there, by Brinkman penalization (Coquerelle and Cottet, J. Comput. Phys.

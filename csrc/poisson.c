@@ -1,5 +1,5 @@
 /* poisson.c: the `poisson` velocity solver, vortex-in-cell with free-space boundaries
- * (physics.md 2.2, part 6).
+ * (method step 2, part 6).
  *
  * The grid velocity is the regularised Biot-Savart integral of the grid vorticity,
  *
@@ -39,7 +39,7 @@
  * about 32 MB for a 76^3 grid (N = 160), plus while a kernel is built up to four octants of
  * doubles (each (N/2 + 1)^3: 4.2 MB at N = 160).
  *
- * Vortons outside the grid (beyond the robust limits of physics.md 2.1) cannot be splatted;
+ * Vortons outside the grid (beyond the robust limits of method step 1) cannot be splatted;
  * their velocity at every node is added by the direct sum with their own radii. */
 #include <math.h>
 #include <stdlib.h>

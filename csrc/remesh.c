@@ -435,7 +435,7 @@ int vp_sim_remesh(vp_sim *s)
     double *cdat = NULL;           /* per part: lattice_components' totals, box, and merged moments */
     if (nin < 2) goto done;
     if (s->params.stratification.n) {
-        /* With a stratification (physics.md 2.4) the deviation from the ambient at each
+        /* With a stratification (method step 4) the deviation from the ambient at each
          * vorton's height is remeshed, and each node gets the ambient of its own height back:
          * a node of ambient fluid carries nothing and is not kept. */
         dev = malloc(n * sizeof(double));

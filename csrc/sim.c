@@ -1,4 +1,4 @@
-/* sim.c: create/free, bodies, and the step: vp_sim_step reads like physics.md section 2, one
+/* sim.c: create/free, bodies, and the step: vp_sim_step reads like docs/method.md's order of steps, one
  * call a phase (each in the file of its name), with the checks that keep a step safe:
  * finiteness, substeps where the flow turns fast, and rollback. */
 #include <stdlib.h>
@@ -170,7 +170,7 @@ static int midpoint_field(vp_sim *s)
     return VP_OK;
 }
 
-/* One step of dt: physics.md section 2, items 1-10, in order.  The finiteness checks are
+/* One step of dt: docs/method.md's order of steps, items 1-10, in order.  The finiteness checks are
  * reported in the phase whose output they check. */
 static int step_once(vp_sim *s)
 {

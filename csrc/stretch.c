@@ -1,4 +1,4 @@
-/* stretch.c: vortex stretching and tilting, dw/dt = (w . grad) u (physics.md 2.3), in the
+/* stretch.c: vortex stretching and tilting, dw/dt = (w . grad) u (method step 3), in the
  * classical form J w with J_ab = du_a/dx_b, or (params.stretch_form) the transpose form J^T w.
  * The two agree for a divergence-free vorticity field; the vortons' is not exactly so, and
  * with the classical form a vortex ring's particle noise grows and its impulse falls (0.3% a
@@ -54,7 +54,7 @@ static void stretch_range(const vp_grid *g, const double *restrict jac, const do
     }
 }
 
-/* Phase 3 (physics.md 2.3): every vorton's w <- exp(J dt) w (unless params.stretch is 0). */
+/* Phase 3 (method step 3): every vorton's w <- exp(J dt) w (unless params.stretch is 0). */
 int vp_stretch(vp_sim *s)
 {
     vp_vortons *v = &s->vortons;

@@ -1,5 +1,5 @@
 /* tracer_contact.h: tracers that enter a rigid body are projected to its surface and take
- * the surface's velocity (inelastic; physics.md 2.7).  Inline, so that it is compiled into
+ * the surface's velocity (inelastic; method step 7).  Inline, so that it is compiled into
  * each clone of its callers: contact.c's pass over all tracers and the tracer advection,
  * which projects each block while it is still in cache (advect.c). */
 #ifndef VP_TRACER_CONTACT_H

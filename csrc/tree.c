@@ -1,4 +1,4 @@
-/* tree.c: velocity from vorticity by the supervorton hierarchy (physics.md 2.2, part 3).
+/* tree.c: velocity from vorticity by the supervorton hierarchy (method step 2, part 3).
  *
  * The hierarchy is an octree over the vortons.  Each node carries a "supervorton": the
  * summed strength A = sum a_j at the |a|-weighted centroid c, plus the first moment

@@ -1,4 +1,4 @@
-/* velocity.c: velocity from vorticity (physics.md 2.2) behind one interface: the solver
+/* velocity.c: velocity from vorticity (method step 2) behind one interface: the solver
  * dispatch ('auto' included), the velocity and its Jacobian at every grid node, and the
  * velocity at arbitrary points.  The solvers themselves: direct.c, tree.c, poisson.c. */
 #include <stdlib.h>
@@ -30,7 +30,7 @@ static int tree_build(vp_sim *s)
     return st;
 }
 
-/* Velocity at m points from the vortons by the direct sum or the tree (physics.md 2.2). */
+/* Velocity at m points from the vortons by the direct sum or the tree (method step 2). */
 int vp_velocity_solve(vp_sim *s, size_t m, const double *pts, double *vel, int solver)
 {
     size_t n = s->vortons.n;
@@ -79,7 +79,7 @@ static int direct_velocity_grid(vp_sim *s)
     return st;
 }
 
-/* Phase 2 (physics.md 2.2): the velocity at every node of this step's grid by the chosen
+/* Phase 2 (method step 2): the velocity at every node of this step's grid by the chosen
  * solver, then its Jacobian (central differences) for stretching and the substep guard. */
 int vp_velocity_grid(vp_sim *s)
 {

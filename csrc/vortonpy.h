@@ -3,8 +3,8 @@
  * The core is plain C99 (+ optional OpenMP) and knows nothing of Python; only the binding
  * (module.c, bind_*.c through bind.h) includes Python.h.  Every function returns 0 (VP_OK)
  * on success or a negative vp_status; none prints or exits.  Physics references
- * ("physics.md 2.5") point at ../shared/design/physics.md, the model contract, and "part N"
- * at the seed articles. */
+ * ("method step 5") point at the steps of docs/method.md, and "part N" at the articles
+ * the model follows. */
 #ifndef VORTONPY_H
 #define VORTONPY_H
 
@@ -43,11 +43,11 @@ typedef enum { VP_INTEGRATOR_FROZEN = 0, VP_INTEGRATOR_RK2 = 1 } vp_integrator;
 typedef enum { VP_STRETCH_CLASSICAL = 0, VP_STRETCH_TRANSPOSE = 1 } vp_stretch_form;
 #define VP_AUTO_POISSON_MIN 1000
 
-/* Fluid-body coupling (physics.md 2.7): PHYSICAL, no-slip and no-through on the whole surface by
+/* Fluid-body coupling (method step 7): PHYSICAL, no-slip and no-through on the whole surface by
  * penalization (penalize.c); ARTICLES, the seed articles' contact rule (contact.c). */
 typedef enum { VP_COUPLING_PHYSICAL = 0, VP_COUPLING_ARTICLES = 1 } vp_coupling;
 
-/* Step phases, for timings and error reports.  Order = physics.md section 2. */
+/* Step phases, for timings and error reports.  Order = docs/method.md's order of steps. */
 enum {
     VP_PHASE_DOMAIN, VP_PHASE_VELOCITY, VP_PHASE_STRETCH, VP_PHASE_BAROCLINIC,
     VP_PHASE_DIFFUSE, VP_PHASE_ADVECT_VORTONS, VP_PHASE_ADVECT_TRACERS, VP_PHASE_CONTACT,
@@ -71,7 +71,7 @@ void vp_buffer_retain(vp_buffer *b);
 void vp_buffer_release(vp_buffer *b);
 
 /* ---------------------------------------------------------------- particles */
-/* Vortons: the only carriers of fluid state (physics.md 1).  Struct of arrays. */
+/* Vortons: the only carriers of fluid state (docs/method.md, the state).  Struct of arrays. */
 typedef struct {
     size_t n;             /* number of live vortons */
     size_t n_allocated;   /* capacity (rows) of every array below */
@@ -83,7 +83,7 @@ typedef struct {
     vp_buffer *velocity;  /* (n,3) velocity used by the last advection [length/time] */
 } vp_vortons;
 
-/* Tracers: passive markers for smoke and dye (physics.md 1). */
+/* Tracers: passive markers for smoke and dye (docs/method.md, the state). */
 typedef struct {
     size_t n, n_allocated;
     vp_buffer *position;  /* (n,3) [length] */
@@ -123,7 +123,7 @@ void vp_body_apply_impulse(vp_body *b, const double j[3]);
 void vp_body_apply_impulsive_torque(vp_body *b, const double t[3]);
 void vp_body_integrate(vp_body *b, double dt);
 
-/* ---------------------------------------------------------------- emitters (physics.md 2.10) */
+/* ---------------------------------------------------------------- emitters (method step 10) */
 typedef struct {
     double center[3];       /* box centre [length] */
     double half_size[3];    /* box half widths [length] */
@@ -136,7 +136,7 @@ typedef struct {
     double vorton_debt, tracer_debt; /* fractional particles owed (state, saved) */
 } vp_emitter;
 
-/* ---------------------------------------------------------------- grid (physics.md 2.1) */
+/* ---------------------------------------------------------------- grid (method step 1) */
 typedef struct {
     double origin[3]; /* position of node (0,0,0) */
     double h;         /* cell width (cubic cells) */
@@ -158,7 +158,7 @@ void vp_grid_gradient(const vp_grid *g, const double *scalar, double *out, int t
  * VP_GRID_PAD doubles past its last node); returns the largest sum_ab J_ab^2 over the nodes. */
 double vp_grid_jacobian(const vp_grid *g, const double *vec, double *out, int threads);
 
-/* ---------------------------------------------------------------- tree (physics.md 2.2, part 3) */
+/* ---------------------------------------------------------------- tree (method step 2, part 3) */
 typedef struct vp_tree vp_tree;
 vp_tree *vp_tree_create(void);
 void vp_tree_free(vp_tree *t);
@@ -302,10 +302,10 @@ int vp_sim_drop_front(vp_sim *s, int kind, size_t k);
 int vp_sim_update_velocity_grid(vp_sim *s);
 /* Velocity at arbitrary points, by the sim's solver evaluated directly (not the grid). */
 int vp_sim_velocity_at(vp_sim *s, size_t m, const double *points, double *vel);
-/* Fluid-body boundary conditions, momentum exchange and conduction (physics.md 2.7). */
+/* Fluid-body boundary conditions, momentum exchange and conduction (method step 7). */
 int vp_sim_collide(vp_sim *s);
 
-/* Diagnostics (physics.md 4): sums over vortons, about the given origin. */
+/* Diagnostics (docs/validation.md): sums over vortons, about the given origin. */
 typedef struct {
     double circulation[3];     /* sum a_i */
     double linear_impulse[3];  /* 1/2 sum x_i x a_i   (fluid momentum / rho0) */
@@ -321,14 +321,14 @@ typedef struct {
 } vp_diagnostics;
 void vp_sim_diagnostics(const vp_sim *s, const double origin[3], vp_diagnostics *d);
 
-/* Temperature from density deviation: ideal gas at constant pressure (physics.md 1). */
+/* Temperature from density deviation: ideal gas at constant pressure (docs/method.md, the state). */
 static inline double vp_temperature_from_density(double rho0, double d) { return rho0 / (rho0 + d); }
 static inline double vp_density_from_temperature(double rho0, double T) { return rho0 / T - rho0; }
 /* T - 1, the temperature above the ambient's, at density deviation d (exact for small d, where
  * T - 1 would cancel): a vorton's heat above the ambient's is C V (T - 1). */
 static inline double vp_excess_temperature(double rho0, double d) { return -d / (rho0 + d); }
 
-/* The ambient fluid (physics.md 2.4, background stratification; ambient.c).  Its density at x:
+/* The ambient fluid (method step 4, background stratification; ambient.c).  Its density at x:
  * params.stratification at the height along -gravity (along z without gravity), or
  * ambient_density without a stratification. */
 double vp_ambient_density(const vp_params *p, const double x[3]);

@@ -210,7 +210,7 @@ def viscous_step(p, rad, w, threads, nu=0.002):
 
 
 def pse_brute_force(p, rad, q, k, dt=0.02):
-    """The explicit PSE step of physics.md 2.5 for quantity q (n or n x 3) with diffusivity k,
+    """The explicit PSE step of method step 5 for quantity q (n or n x 3) with diffusivity k,
     by an O(N^2) sum: e = V^(1/3) (pse_width 1), e_ij the pair's mean, pairs cut at
     pse_cutoff e_ij and the kernel renormalised for the cut (diffuse.c)."""
     from math import erf

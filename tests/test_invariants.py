@@ -1,4 +1,4 @@
-"""The invariants of free flows and of heat and mass through whole runs (physics.md 4,
+"""The invariants of free flows and of heat and mass through whole runs (docs/validation.md,
 "Conservation"): remeshing conserves them to rounding (csrc/remesh.c), conduction and
 diffusion move heat without making any, and the rk2 integrator with the transpose stretching
 form (scenes.INVARIANTS) keeps a vortex ring's impulse pi rho G R^2."""

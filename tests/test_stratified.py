@@ -1,4 +1,4 @@
-"""A stratified ambient fluid (physics.md 2.4, background stratification): layers at rest stay
+"""A stratified ambient fluid (method step 4, background stratification): layers at rest stay
 at rest, a parcel out of its layer is pulled back, tracers and bodies feel the layers, and
 the particles that the user, the emitters and the remeshing add carry the ambient of their
 height."""

@@ -1,4 +1,4 @@
-"""Balls in a stratified ambient (physics.md 2.4 and 7): buoyancy from the layers' density
+"""Balls in a stratified ambient (method steps 4 and 7): buoyancy from the layers' density
 at the ball's height, the fluid it displaces pulled back to its level, and the physical
 coupling's added mass and drag in between."""
 import numpy as np
