@@ -316,7 +316,8 @@ static int lattice_for(vp_sim *s, size_t b, vp_lattice **out, int threads)
     const double want = 1.5 * vp_volume(R);
     double x0 = 0.5, x1 = 0.8, f0 = 0, f1 = 0;
     for (int it = 0; it < 8; it++) {
-        const double x = it == 0 ? x0 : (it == 1 ? x1 : x1 - f1 * (x1 - x0) / (f1 - f0));
+        double x = it == 0 ? x0 : (it == 1 ? x1 : x1 - f1 * (x1 - x0) / (f1 - f0));
+        x = x < -0.5 ? -0.5 : (x > 1.5 ? 1.5 : x); /* a ramp beyond the lattice's margin would leave its band */
         L = calloc(1, sizeof *L);
         if (!L) return VP_ERR_NOMEM;
         int st = lattice_build(L, R, res, x, 1, threads);
