@@ -9,7 +9,6 @@
 #include "internal.h"
 #include "tracer_contact.h"
 #include "grid_inline.h"
-#include "kernel.h"
 
 /* The grid velocity regathered per cell as the coefficients of its trilinear polynomial,
  *   q(x, y, z) = a + b x + c y + d z + e x y + f x z + g y z + h x y z   (x, y, z in [0, 1]),
@@ -403,55 +402,10 @@ static int advect_nodes(vp_sim *s, size_t n, double *x, double *vel)
 /* Phase 6 (method step 6): the vortons move with the grid velocity.  Order 2 is Heun's
  * method in the frozen field of this step (u at x and at the Euler predictor, averaged);
  * order 1 is the seeds' explicit Euler.  The velocity used is cached on the particle. */
-/* Heun's corrector near a body of the physical coupling, in the body's frame.  The frozen
- * field's corrector reads the start field at the predicted point; the flow a body carries with
- * it (its interior, boundary layer and dipole) moves with the body, so a vorton riding with it
- * would read the field the body has just left (3 lattice cells a step in ball_through_smoke)
- * and lag, and the lag changes the fluid's impulse with no force to balance it (+9% of a
- * launched ball's momentum in its first second).  The corrector is read where the predicted
- * point was one step earlier in a frame moving with the body, weighted by (R/r)^3, the
- * decay of the field the body carries. */
-static void body_frame_heun(vp_sim *s)
-{
-    const vp_grid *g = &s->grid;
-    const double dt = s->params.dt;
-    double glo[3], ghi[3];
-    grid_box(g, glo, ghi);
-    double *x = s->vortons.position->data, *vel = s->vortons.velocity->data;
-    for (size_t b = 0; b < s->n_bodies; b++) {
-        const vp_body *B = &s->bodies[b];
-        const double *c = B->position, *U = B->velocity, *W = B->angular_velocity, R2 = B->radius * B->radius;
-        for (size_t i = 0; i < s->vortons.n; i++) {
-            double *xi = x + 3 * i, *vi = vel + 3 * i, x0[3], r0[3];
-            for (int a = 0; a < 3; a++) { x0[a] = xi[a] - dt * vi[a]; r0[a] = x0[a] - c[a]; }
-            const double r2 = vp_dot3(r0, r0);
-            if (r2 > 16.0 * R2 || !in_box(x0, glo, ghi)) continue; /* (weight below 1/64) */
-            const double wgt = r2 > R2 ? R2 / r2 * sqrt(R2 / r2) : 1.0;
-            size_t base;
-            double f[3], u0[3], u1[3], p[3], wr[3], wu[3];
-            vp_grid_cells(g, 1, x0, &base, f);
-            vp_grid_interp3_at(g, s->grid_velocity, base, f, u0);
-            vp_cross3(W, r0, wr);
-            for (int a = 0; a < 3; a++) p[a] = x0[a] + dt * (u0[a] - wgt * (U[a] + wr[a]));
-            if (!in_box(p, glo, ghi)) continue;
-            vp_grid_cells(g, 1, p, &base, f);
-            vp_grid_interp3_at(g, s->grid_velocity, base, f, u1);
-            vp_cross3(W, u1, wu);
-            for (int a = 0; a < 3; a++) {
-                const double ua = 0.5 * (u0[a] + u1[a] + wgt * dt * wu[a]);
-                xi[a] = x0[a] + dt * ua;
-                vi[a] = ua;
-            }
-        }
-    }
-}
-
 int vp_advect_vortons(vp_sim *s)
 {
     if (!s->vortons.n) return VP_OK;
-    int st = advect_nodes(s, s->vortons.n, s->vortons.position->data, s->vortons.velocity->data);
-    if (!st && s->params.advect_order >= 2 && s->params.body_coupling != VP_COUPLING_ARTICLES) body_frame_heun(s);
-    return st;
+    return advect_nodes(s, s->vortons.n, s->vortons.position->data, s->vortons.velocity->data);
 }
 
 /* Whether the tracers take the cell path (many tracers per node: the cells are gathered
