@@ -214,7 +214,6 @@ static int lattice_build(vp_lattice *L, double R, double res, double shift, int 
 {
     const double h = R / res;
     L->R = R; L->res = res; L->h = h;
-    if (!(shift > -1.0 && shift < 2.0)) return VP_ERR_VALUE; /* the ramp would leave the lattice's margin */
     L->s2 = pow(3.0 / (4.0 * VP_PI), 2.0 / 3.0) * h * h; /* a vorton of volume h^3 */
     L->nh = (int)ceil(res) + PEN_MARGIN;
     L->n = 2 * L->nh + 1;
