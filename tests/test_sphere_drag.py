@@ -102,12 +102,13 @@ def settle(ratio, re_t, resolution, duration):
     return np.mean(speeds[-2 * per_unit:-per_unit]), np.mean(speeds[-per_unit:])
 
 
-@pytest.mark.parametrize("re_t,resolution,duration", [(20, 4, 10.0), (100, 4, 16.0)])
+@pytest.mark.parametrize("re_t,resolution,duration", [(20, 4, 10.0), (100, 4, 16.0), (300, 4, 30.0)])
 def test_a_settling_ball_reaches_the_terminal_speed_of_the_drag_curve(re_t, resolution, duration):
     """A ball twice as dense as the fluid settles at the speed the drag-curve balance gives,
     within 15% at resolution 4: measured 1.11x at Re 20 and 1.05x at Re 100 (a little fast, as
-    the steady drag at this resolution is 0.86x and 0.91x Schiller-Naumann's).  The speed has
-    levelled off: it changes by under 1% over the last time unit."""
+    the steady drag at this resolution is 0.86x and 0.91x Schiller-Naumann's), 0.93x at Re 300
+    (after overshooting to 1.03x at 17 time units).  The speed has levelled off: it changes by
+    under 1% over the last time unit."""
     before, last = settle(2.0, re_t, resolution, duration)
     assert last == pytest.approx(U, rel=0.15)
     assert abs(last / before - 1.0) < 0.01
