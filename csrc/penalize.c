@@ -28,10 +28,11 @@
  * nodes, so the ramp sits 0.5-0.65 h inside R.  A viscous flow sticks to the forced nodes
  * themselves, though, so where the wall layer is resolved the forced nodes near the surface
  * are driven not to the rigid motion but to the outer flow's profile continued linearly into
- * the body (a second-order immersed-boundary target: the tangential slip at an image point
- * one cell outside R, scaled by the depth), which puts the no-slip at R as well.  Where the
- * layer is thinner than a cell (cell Reynolds number of that slip above ~2) the sheet at R
- * stands for it and the target falls back to the rigid motion.  In an inviscid fluid
+ * the body (a second-order immersed-boundary target: the tangential slip one cell outside R,
+ * as a translation and a rotation of the surface fitted to it, scaled by the depth), which
+ * puts the no-slip at R as well.  Where the layer is thinner than a cell (cell Reynolds
+ * number of that slip above ~2) the sheet at R stands for it and the target falls back to the
+ * rigid motion; with a stratified ambient it is not used.  In an inviscid fluid
  * (viscosity and Smagorinsky coefficient 0) the rotational part of the no-slip condition is
  * not imposed: pressure acts through a sphere's centre, so only viscosity can spin it or the
  * fluid. */
@@ -75,6 +76,8 @@ typedef struct vp_lattice {
     size_t nw;         /* wall nodes: forcing nodes near enough to R to take the wall's target */
     int *wnode;        /* (nw) their forcing-node index */
     double *wk;        /* (nw) the target's slope factor: depth / image distance, tapered */
+    double cV, cW;     /* impulse along e of the wall target for a unit translation slip e, and
+                        * angular impulse about e for a unit rotation slip e x n (per unit density) */
 } vp_lattice;
 
 static inline size_t node_id(const vp_lattice *L, int i, int j, int k)
@@ -322,6 +325,31 @@ static int lattice_build(vp_lattice *L, double R, double res, double shift, int 
             if (m < 3) L->kU[3 * c + m] = I[c]; else L->kW[3 * c + (m - 3)] = A[c];
         }
     }
+    /* the wall target's own impulse, for a unit slip of each kind along z (the lattice's
+     * symmetry makes it isotropic) */
+    if (patterns > 1 && L->nw) {
+        double *off = calloc(3 * L->ni, sizeof(double)), *pm = calloc(3 * L->nb, sizeof(double));
+        if (!off || !pm) { free(off); free(pm); free(u); return VP_ERR_NOMEM; }
+        for (int kind = 0; kind < 2; kind++) {
+            const double zero[3] = {0, 0, 0}, ez[3] = {0, 0, 1};
+            memset(off, 0, 3 * L->ni * sizeof(double)); memset(pm, 0, 3 * L->nb * sizeof(double));
+            memset(u, 0, 3 * L->ni * sizeof(double));
+            for (size_t k = 0; k < L->nw; k++) {
+                const double *r = L->ri + 3 * L->wnode[k], rr = sqrt(vp_dot3(r, r));
+                double n[3], e[3];
+                for (int a = 0; a < 3; a++) n[a] = r[a] / rr;
+                if (kind == 0) { for (int a = 0; a < 3; a++) e[a] = ez[a] - n[2] * n[a]; }
+                else vp_cross3(ez, n, e);
+                for (int a = 0; a < 3; a++) off[3 * L->wnode[k] + a] = -L->wk[k] * e[a];
+            }
+            int st = penalize_passes(L, u, zero, zero, off, 1, PEN_PATTERN_PASSES, pm, threads);
+            if (st) { free(off); free(pm); free(u); return st; }
+            double I[3], A[3];
+            band_moments(L, pm, I, A);
+            if (kind == 0) L->cV = -I[2]; else L->cW = -A[2];
+        }
+        free(off); free(pm);
+    }
     free(u);
     return VP_OK;
 }
@@ -522,7 +550,9 @@ static int penalize_body(vp_sim *s, size_t bi)
      * and, in a viscous fluid, at the wall nodes' image points */
     const int rotation = s->params.viscosity > 0 || s->params.smagorinsky > 0;
     const double nu = s->params.viscosity;
-    const size_t nwall = nu > 0 ? L->nw : 0, np2 = L->ni + nwall;
+    /* (not with a stratified ambient: there a neutral ball resting at an interface went
+     * unstable with it) */
+    const size_t nwall = nu > 0 && s->params.stratification.n == 0 ? L->nw : 0, np2 = L->ni + nwall;
     double *pts = malloc(3 * np2 * sizeof(double)), *u = malloc(3 * np2 * sizeof(double)),
            *da = calloc(3 * L->nb, sizeof(double)), *off = nwall ? calloc(3 * L->ni, sizeof(double)) : NULL;
     if (!pts || !u || !da || (nwall && !off)) { free(pts); free(u); free(da); free(off); free(slot); return VP_ERR_NOMEM; }
@@ -536,20 +566,51 @@ static int penalize_body(vp_sim *s, size_t bi)
     st = vp_sim_velocity_at(s, np2, pts, u);
     free(pts);
     if (st) { free(u); free(da); free(off); free(slot); return st; }
-    /* the wall's target: the tangential slip at the image point, continued linearly to zero at
-     * R and beyond into the body, weighted down where the cell Reynolds number says the layer
-     * is not resolved */
-    for (size_t k = 0; k < nwall; k++) {
-        const size_t q = (size_t)L->wnode[k];
-        const double *r = L->ri + 3 * q, rr = sqrt(vp_dot3(r, r));
-        double n[3], x[3], wx[3], sl[3];
-        for (int a = 0; a < 3; a++) { n[a] = r[a] / rr; x[a] = n[a] * rimg; }
-        vp_cross3(B->angular_velocity, x, wx);
-        for (int a = 0; a < 3; a++) sl[a] = u[3 * (L->ni + k) + a] - B->velocity[a] - wx[a];
-        const double sn = vp_dot3(sl, n);
-        for (int a = 0; a < 3; a++) sl[a] -= sn * n[a];
-        const double re = sqrt(vp_dot3(sl, sl)) * h / (nu * PEN_WALL_RE), g = L->wk[k] / (1.0 + re * re);
-        for (int a = 0; a < 3; a++) off[3 * q + a] = -g * sl[a];
+    /* the wall's target: the tangential slip at the image points, fitted by its first
+     * moments, a translation and a rotation of the surface (s = (I - n n) Vs + Ws x n, least
+     * squares: they alone set a sphere's drag and torque in slow flow, and the fit leaves the
+     * noise of single nodes out), continued linearly to zero at R and beyond into the body,
+     * weighted down where the cell Reynolds number says the layer is not resolved */
+    if (nwall) {
+        double An[9] = {0}, bV[3] = {0, 0, 0}, bW[3] = {0, 0, 0}, Vs[3], Ws[3];
+        for (size_t k = 0; k < nwall; k++) {
+            const double *r = L->ri + 3 * L->wnode[k], rr = sqrt(vp_dot3(r, r));
+            double n[3], x[3], wx[3], sl[3], nxs[3];
+            for (int a = 0; a < 3; a++) { n[a] = r[a] / rr; x[a] = n[a] * rimg; }
+            vp_cross3(B->angular_velocity, x, wx);
+            for (int a = 0; a < 3; a++) sl[a] = u[3 * (L->ni + k) + a] - B->velocity[a] - wx[a];
+            const double sn = vp_dot3(sl, n);
+            for (int a = 0; a < 3; a++) sl[a] -= sn * n[a];
+            vp_cross3(n, sl, nxs);
+            for (int a = 0; a < 3; a++) {
+                bV[a] += sl[a]; bW[a] += nxs[a];
+                for (int b = 0; b < 3; b++) An[3 * a + b] += (a == b) - n[a] * n[b];
+            }
+        }
+        /* (the lattice's symmetry leaves the two fits uncoupled: sum (I - n n) for both) */
+        solve3(An, bV, Vs);
+        solve3(An, bW, Ws);
+        /* a free body answers the target's push within the step: the slip it leaves is the
+         * fit less what the body's change of velocity takes off it, solved for (the push is
+         * rho0 cV Vs and rho0 cW Ws, against the body's inertia with its added mass), so that
+         * a light body does not overshoot from step to step */
+        if (!B->fixed) {
+            const double Vb = vp_volume(B->radius), Jb = 0.4 * Vb * B->radius * B->radius;
+            const double Me = B->mass + rho0 * (L->kU[0] - Vb), Ie = vp_body_inertia(B) + rho0 * (L->kW[0] - Jb);
+            const double gu = Me / (Me + rho0 * L->cV), gw = Ie / (Ie + rho0 * L->cW * rimg);
+            for (int a = 0; a < 3; a++) { Vs[a] *= gu > 0 ? gu : 0.0; Ws[a] *= gw > 0 ? gw : 0.0; }
+        }
+        for (size_t k = 0; k < nwall; k++) {
+            const size_t q = (size_t)L->wnode[k];
+            const double *r = L->ri + 3 * q, rr = sqrt(vp_dot3(r, r));
+            double n[3], sl[3];
+            for (int a = 0; a < 3; a++) n[a] = r[a] / rr;
+            vp_cross3(Ws, n, sl);
+            const double vn = vp_dot3(Vs, n);
+            for (int a = 0; a < 3; a++) sl[a] += Vs[a] - vn * n[a];
+            const double re = sqrt(vp_dot3(sl, sl)) * h / (nu * PEN_WALL_RE), g = L->wk[k] / (1.0 + re * re);
+            for (int a = 0; a < 3; a++) off[3 * q + a] = -g * sl[a];
+        }
     }
     /* 3. the correction with the body held at its velocity */
     st = penalize_passes(L, u, B->velocity, B->angular_velocity, off, rotation, PEN_PASSES, da, threads);
