@@ -22,12 +22,20 @@
  *     potential dipole; measured on the lattice once), and likewise for the rotation; that
  *     change is then added to the fluid, so the total momentum M U + rho0 (I - V U) is kept.
  *
- * The forcing region is chi = 1 inside R - h, falling linearly to 0 at R: the vortons' cores
- * (radius ~0.62 h) spread the induced sheet outward by about h / 2, and with this ramp the
- * flow set up by a moving sphere carries the potential-flow impulse 3/2 rho0 V U to a few per
- * cent at 4 or more lattice cells per radius.  In an inviscid fluid (viscosity and
- * Smagorinsky coefficient 0) the rotational part of the no-slip condition is not imposed:
- * pressure acts through a sphere's centre, so only viscosity can spin it or the fluid. */
+ * The forcing weight chi is a ramp of width h/2 whose place is calibrated per lattice so that
+ * the flow set up by a moving sphere carries the potential-flow impulse 3/2 rho0 V U: the
+ * curl's central differences put the induced sheet about half a cell outside the last forced
+ * nodes, so the ramp sits 0.5-0.65 h inside R.  A viscous flow sticks to the forced nodes
+ * themselves, though, so where the wall layer is resolved the forced nodes near the surface
+ * are driven not to the rigid motion but to the outer flow's profile continued linearly into
+ * the body (a second-order immersed-boundary target: the tangential slip one cell outside R,
+ * as a translation and a rotation of the surface fitted to it, scaled by the depth), which
+ * puts the no-slip at R as well.  Where the layer is thinner than a cell (cell Reynolds
+ * number of that slip above ~2) the sheet at R stands for it and the target falls back to the
+ * rigid motion; with a stratified ambient it is not used.  In an inviscid fluid
+ * (viscosity and Smagorinsky coefficient 0) the rotational part of the no-slip condition is
+ * not imposed: pressure acts through a sphere's centre, so only viscosity can spin it or the
+ * fluid. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +50,14 @@
 /* lattice nodes beyond the radius, per side: the ramp, the curl's stencil, and room for the
  * vortons near the body to be remeshed with the full M4' stencil */
 #define PEN_MARGIN 3
+/* the wall's target (file comment): the image points' distance outside R, the depth to which
+ * the outer profile is continued into the body and the width over which it then tapers back
+ * to the rigid motion (in lattice cells), and the cell Reynolds number |slip| h / nu at which
+ * it is half applied (weight 1 / (1 + (Re_h / PEN_WALL_RE)^2)) */
+#define PEN_WALL_IMAGE 1.0
+#define PEN_WALL_DEPTH 1.25
+#define PEN_WALL_TAPER 0.5
+#define PEN_WALL_RE 2.0
 
 /* A body's lattice, made when the body's radius or the resolution changes. */
 typedef struct vp_lattice {
@@ -57,6 +73,11 @@ typedef struct vp_lattice {
     double kU[9];      /* impulse of the dU patterns: I_a = kU[3 a + b] dU_b (per unit density) */
     double kW[9];      /* angular impulse about the centre of the dW patterns */
     double shift;      /* the forcing ramp's place (forcing_chi): set so that kU = 3/2 V */
+    size_t nw;         /* wall nodes: forcing nodes near enough to R to take the wall's target */
+    int *wnode;        /* (nw) their forcing-node index */
+    double *wk;        /* (nw) the target's slope factor: depth / image distance, tapered */
+    double cV, cW;     /* impulse along e of the wall target for a unit translation slip e, and
+                        * angular impulse about e for a unit rotation slip e x n (per unit density) */
 } vp_lattice;
 
 static inline size_t node_id(const vp_lattice *L, int i, int j, int k)
@@ -68,6 +89,7 @@ void vp_lattice_free(vp_lattice *L)
 {
     if (!L) return;
     free(L->inode); free(L->bnode); free(L->bindex); free(L->chi); free(L->ri); free(L->rb); free(L->pat);
+    free(L->wnode); free(L->wk);
     free(L);
 }
 
@@ -158,10 +180,11 @@ static void rigid_modes(const vp_lattice *L, const double *u, double mode[6])
 }
 
 /* The correction passes (step 3): the fluid at the forcing nodes, velocity u (ni,3, updated),
- * driven towards U + W x r; the band strengths added go to da (accumulated).  With
- * rotation = 0 the rigid-rotation part of each pass's correction is left out (inviscid). */
-static int penalize_passes(const vp_lattice *L, double *u, const double U[3], const double W[3], int rotation,
-                           int passes, double *da, int threads)
+ * driven towards U + W x r (plus off (ni,3) where not NULL); the band strengths added go to da
+ * (accumulated).  With rotation = 0 the rigid-rotation part of each pass's correction is left
+ * out (inviscid). */
+static int penalize_passes(const vp_lattice *L, double *u, const double U[3], const double W[3], const double *off,
+                           int rotation, int passes, double *da, int threads)
 {
     double *f = malloc(3 * L->ni * sizeof(double)), *inc = malloc(3 * L->nb * sizeof(double));
     if (!f || !inc) { free(f); free(inc); return VP_ERR_NOMEM; }
@@ -173,7 +196,7 @@ static int penalize_passes(const vp_lattice *L, double *u, const double U[3], co
             double us[3];
             vp_cross3(W, L->ri + 3 * q, us);
             for (int c = 0; c < 3; c++) {
-                f[3 * q + c] = L->chi[q] * (U[c] + us[c] - u[3 * q + c]);
+                f[3 * q + c] = L->chi[q] * (U[c] + us[c] + (off ? off[3 * q + c] : 0.0) - u[3 * q + c]);
                 mean[c] += f[3 * q + c];
             }
         }
@@ -241,6 +264,18 @@ static int lattice_build(vp_lattice *L, double R, double res, double shift, int 
                 memcpy(L->ri + 3 * q, r, sizeof r);
                 forced[node_id(L, i, j, k)] = 1;
             }
+    /* wall nodes: the forcing nodes within PEN_WALL_DEPTH + PEN_WALL_TAPER cells of R */
+    L->wnode = malloc((L->ni + 1) * sizeof(int));
+    L->wk = malloc((L->ni + 1) * sizeof(double));
+    if (!L->wnode || !L->wk) { free(forced); return VP_ERR_NOMEM; }
+    L->nw = 0;
+    for (size_t q = 0; q < L->ni; q++) {
+        const double r = sqrt(vp_dot3(L->ri + 3 * q, L->ri + 3 * q)), d = (R - r) / h;
+        if (!(r > 0) || d >= PEN_WALL_DEPTH + PEN_WALL_TAPER) continue;
+        const double taper = d <= PEN_WALL_DEPTH ? 1.0 : 1.0 - (d - PEN_WALL_DEPTH) / PEN_WALL_TAPER;
+        L->wnode[L->nw] = (int)q;
+        L->wk[L->nw++] = taper * (d > 0 ? d : 0.0) / PEN_WALL_IMAGE;
+    }
     /* band: nodes with a forcing node among their six neighbours (within the lattice: the
      * forcing region ends PEN_MARGIN nodes inside its edge) */
     L->nb = 0;
@@ -277,7 +312,7 @@ static int lattice_build(vp_lattice *L, double R, double res, double shift, int 
         if (m < 3) U[m] = 1.0; else W[m - 3] = 1.0;
         memset(u, 0, 3 * L->ni * sizeof(double));
         double *pm = L->pat + 3 * L->nb * m;
-        int st = penalize_passes(L, u, U, W, 1, PEN_PATTERN_PASSES, pm, threads);
+        int st = penalize_passes(L, u, U, W, NULL, 1, PEN_PATTERN_PASSES, pm, threads);
         if (st) { free(u); return st; }
         double mode[6];
         rigid_modes(L, u, mode);
@@ -289,6 +324,31 @@ static int lattice_build(vp_lattice *L, double R, double res, double shift, int 
         for (int c = 0; c < 3; c++) {
             if (m < 3) L->kU[3 * c + m] = I[c]; else L->kW[3 * c + (m - 3)] = A[c];
         }
+    }
+    /* the wall target's own impulse, for a unit slip of each kind along z (the lattice's
+     * symmetry makes it isotropic) */
+    if (patterns > 1 && L->nw) {
+        double *off = calloc(3 * L->ni, sizeof(double)), *pm = calloc(3 * L->nb, sizeof(double));
+        if (!off || !pm) { free(off); free(pm); free(u); return VP_ERR_NOMEM; }
+        for (int kind = 0; kind < 2; kind++) {
+            const double zero[3] = {0, 0, 0}, ez[3] = {0, 0, 1};
+            memset(off, 0, 3 * L->ni * sizeof(double)); memset(pm, 0, 3 * L->nb * sizeof(double));
+            memset(u, 0, 3 * L->ni * sizeof(double));
+            for (size_t k = 0; k < L->nw; k++) {
+                const double *r = L->ri + 3 * L->wnode[k], rr = sqrt(vp_dot3(r, r));
+                double n[3], e[3];
+                for (int a = 0; a < 3; a++) n[a] = r[a] / rr;
+                if (kind == 0) { for (int a = 0; a < 3; a++) e[a] = ez[a] - n[2] * n[a]; }
+                else vp_cross3(ez, n, e);
+                for (int a = 0; a < 3; a++) off[3 * L->wnode[k] + a] = -L->wk[k] * e[a];
+            }
+            int st = penalize_passes(L, u, zero, zero, off, 1, PEN_PATTERN_PASSES, pm, threads);
+            if (st) { free(off); free(pm); free(u); return st; }
+            double I[3], A[3];
+            band_moments(L, pm, I, A);
+            if (kind == 0) L->cV = -I[2]; else L->cW = -A[2];
+        }
+        free(off); free(pm);
     }
     free(u);
     return VP_OK;
@@ -486,22 +546,81 @@ static int penalize_body(vp_sim *s, size_t bi)
     if (st) { free(slot); free(np); return st; }
     for (size_t m = 0; m < nnew; m++) v->age->data[first + m] = nage[m];
     free(np);
-    /* 2. velocity at the forcing nodes, from every vorton */
-    double *pts = malloc(3 * L->ni * sizeof(double)), *u = malloc(3 * L->ni * sizeof(double)),
-           *da = calloc(3 * L->nb, sizeof(double));
-    if (!pts || !u || !da) { free(pts); free(u); free(da); free(slot); return VP_ERR_NOMEM; }
+    /* 2. velocity at the forcing nodes, from every vorton,
+     * and, in a viscous fluid, at the wall nodes' image points */
+    const int rotation = s->params.viscosity > 0 || s->params.smagorinsky > 0;
+    const double nu = s->params.viscosity;
+    /* (not with a stratified ambient: there a neutral ball resting at an interface went
+     * unstable with it) */
+    const size_t nwall = nu > 0 && s->params.stratification.n == 0 ? L->nw : 0, np2 = L->ni + nwall;
+    double *pts = malloc(3 * np2 * sizeof(double)), *u = malloc(3 * np2 * sizeof(double)),
+           *da = calloc(3 * L->nb, sizeof(double)), *off = nwall ? calloc(3 * L->ni, sizeof(double)) : NULL;
+    if (!pts || !u || !da || (nwall && !off)) { free(pts); free(u); free(da); free(off); free(slot); return VP_ERR_NOMEM; }
     for (size_t q = 0; q < L->ni; q++)
         for (int a = 0; a < 3; a++) pts[3 * q + a] = c[a] + L->ri[3 * q + a];
-    st = vp_sim_velocity_at(s, L->ni, pts, u);
+    const double rimg = L->R + PEN_WALL_IMAGE * h;
+    for (size_t k = 0; k < nwall; k++) {
+        const double *r = L->ri + 3 * L->wnode[k], rr = sqrt(vp_dot3(r, r));
+        for (int a = 0; a < 3; a++) pts[3 * (L->ni + k) + a] = c[a] + r[a] * rimg / rr;
+    }
+    st = vp_sim_velocity_at(s, np2, pts, u);
     free(pts);
-    if (st) { free(u); free(da); free(slot); return st; }
+    if (st) { free(u); free(da); free(off); free(slot); return st; }
+    /* the wall's target: the tangential slip at the image points, fitted by its first
+     * moments, a translation and a rotation of the surface (s = (I - n n) Vs + Ws x n, least
+     * squares: they alone set a sphere's drag and torque in slow flow, and the fit leaves the
+     * noise of single nodes out), continued linearly to zero at R and beyond into the body,
+     * weighted down where the cell Reynolds number says the layer is not resolved */
+    if (nwall) {
+        double An[9] = {0}, bV[3] = {0, 0, 0}, bW[3] = {0, 0, 0}, Vs[3], Ws[3];
+        for (size_t k = 0; k < nwall; k++) {
+            const double *r = L->ri + 3 * L->wnode[k], rr = sqrt(vp_dot3(r, r));
+            double n[3], x[3], wx[3], sl[3], nxs[3];
+            for (int a = 0; a < 3; a++) { n[a] = r[a] / rr; x[a] = n[a] * rimg; }
+            vp_cross3(B->angular_velocity, x, wx);
+            for (int a = 0; a < 3; a++) sl[a] = u[3 * (L->ni + k) + a] - B->velocity[a] - wx[a];
+            const double sn = vp_dot3(sl, n);
+            for (int a = 0; a < 3; a++) sl[a] -= sn * n[a];
+            vp_cross3(n, sl, nxs);
+            for (int a = 0; a < 3; a++) {
+                bV[a] += sl[a]; bW[a] += nxs[a];
+                for (int b = 0; b < 3; b++) An[3 * a + b] += (a == b) - n[a] * n[b];
+            }
+        }
+        /* (the lattice's symmetry leaves the two fits uncoupled: sum (I - n n) for both) */
+        solve3(An, bV, Vs);
+        solve3(An, bW, Ws);
+        /* a free body answers the target's push within the step: the slip it leaves is the
+         * fit less what the body's change of velocity takes off it, solved for (the push is
+         * rho0 cV Vs and rho0 cW Ws, against the body's inertia with its added mass), so that
+         * a light body does not overshoot from step to step */
+        if (!B->fixed) {
+            const double Vb = vp_volume(B->radius), Jb = 0.4 * Vb * B->radius * B->radius;
+            const double Me = B->mass + rho0 * (L->kU[0] - Vb), Ie = vp_body_inertia(B) + rho0 * (L->kW[0] - Jb);
+            const double gu = Me / (Me + rho0 * L->cV), gw = Ie / (Ie + rho0 * L->cW * rimg);
+            for (int a = 0; a < 3; a++) { Vs[a] *= gu > 0 ? gu : 0.0; Ws[a] *= gw > 0 ? gw : 0.0; }
+        }
+        for (size_t k = 0; k < nwall; k++) {
+            const size_t q = (size_t)L->wnode[k];
+            const double *r = L->ri + 3 * q, rr = sqrt(vp_dot3(r, r));
+            double n[3], sl[3];
+            for (int a = 0; a < 3; a++) n[a] = r[a] / rr;
+            vp_cross3(Ws, n, sl);
+            const double vn = vp_dot3(Vs, n);
+            for (int a = 0; a < 3; a++) sl[a] += Vs[a] - vn * n[a];
+            const double re = sqrt(vp_dot3(sl, sl)) * h / (nu * PEN_WALL_RE), g = L->wk[k] / (1.0 + re * re);
+            for (int a = 0; a < 3; a++) off[3 * q + a] = -g * sl[a];
+        }
+    }
     /* 3. the correction with the body held at its velocity */
-    const int rotation = s->params.viscosity > 0 || s->params.smagorinsky > 0;
-    st = penalize_passes(L, u, B->velocity, B->angular_velocity, rotation, PEN_PASSES, da, threads);
-    if (st) { free(u); free(da); free(slot); return st; }
+    st = penalize_passes(L, u, B->velocity, B->angular_velocity, off, rotation, PEN_PASSES, da, threads);
+    if (st) { free(u); free(da); free(off); free(slot); return st; }
     {
-        /* what the passes left of the rigid motion's mismatch, removed with the unit patterns */
+        /* what the passes left of the rigid motion's mismatch (less the wall's target),
+         * removed with the unit patterns */
         double mode[6];
+        if (off)
+            for (size_t q = 0; q < 3 * L->ni; q++) u[q] -= off[q];
         rigid_modes(L, u, mode);
         for (int m = 0; m < 6; m++) {
             const double e = m < 3 ? B->velocity[m] - mode[m] : (rotation ? B->angular_velocity[m - 3] - mode[m] : 0.0);
@@ -509,7 +628,7 @@ static int penalize_body(vp_sim *s, size_t bi)
             for (size_t b = 0; b < 3 * L->nb; b++) da[b] += e * pm[b];
         }
     }
-    free(u);
+    free(u); free(off);
     double dI[3], dA[3];
     band_moments(L, da, dI, dA);
     /* 4. the body: Newton's law with the added mass implicit */

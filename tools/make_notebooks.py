@@ -358,14 +358,15 @@ angular momentum to within about a tenth of what changed hands, while the noise 
 fluid's by well under a hundredth of it (numbers above). The deficit grows with time:
 run longer, fluid plus ball lose angular momentum at a rate that grows as the fluid spins up.
 
-The torque has the viscous origin Stokes' law describes, but it is low. Over the run the ball
-loses about 0.8 times what the steady Stokes torque would take, and about 0.6 times what the
-unsteady Stokes torque of an impulsive start takes, which is what this run should follow. The
-right panel shows the torque frame by frame: about 0.6 of the unsteady value in the first
+The torque has the viscous origin Stokes' law describes, but it is low at first. Over the run
+the ball loses about 0.9 times what the steady Stokes torque would take, and about 0.7 times what
+the unsteady Stokes torque of an impulsive start takes, which is what this run should follow.
+The right panel shows the torque frame by frame: about 0.7 of the unsteady value in the first
 frames, when the spun-up layer is far thinner than the lattice that holds the fluid to the ball
-(about four points per radius, `body_resolution`), rising to about 0.7 as the layer thickens.
-(In the very first step the ball's angular momentum even rises a little, which is why the run's
-total ratio is lower than the frame-by-frame one.) The torque converges towards Stokes' slowly as the resolution grows.
+(about four points per radius, `body_resolution`), rising to about 0.8 as the layer thickens and
+the lattice resolves it. (In the very first step the ball's angular momentum even rises a
+little, which is why the run's total ratio is lower than the frame-by-frame one.) Once the layer
+is a few lattice cells thick, a slowly spinning ball feels Stokes' torque within a few per cent.
 A rotational Reynolds number of 25 raises a real ball's torque a little above Stokes', so the
 shortfall is, if anything, larger than these ratios say."""),
 ])
@@ -742,18 +743,15 @@ for re in REYNOLDS:
     assert drag_coefficient(t, J, 0.5, 1.0) > 1.05 * cd[(re, 5)]                            # the start-up drag is higher
     assert abs(drag_coefficient(t, J, T - 2.0, T - 1.0) / cd[(re, 5)] - 1.0) < 0.02            # and has levelled off
 assert all(abs(drag_coefficient(*runs[(re, 5)], T - 2.0, T - 1.0) / cd[(re, 5)] - 1.0) < 0.01 for re in (10, 20, 50))
-assert all(0.85 < ratio[(re, 5)] < 1.15 for re in REYNOLDS if re >= 20)                    # within 15% from Re 20 to 200
-assert 0.75 < ratio[(10, 5)] < 0.85 and 0.75 < ratio[(10, 4)] < ratio[(10, 5)]              # about 20% short at Re 10
-assert all(abs(ratio[(re, 5)] - 1) < abs(ratio[(re, 4)] - 1) for re in REYNOLDS if re <= 100)  # finer is closer
-assert all(abs(ratio[(200, res)] - 1) < 0.05 for res in (4, 5))"""),
+assert all(0.85 < ratio[(re, 5)] < 1.15 for re in REYNOLDS)                                # within 15% from Re 10 to 200
+assert all(abs(ratio[key] - 1) < 0.12 for key in ratio)                                    # within 12% everywhere
+assert all(abs(ratio[(re, res)] - 1) < 0.05 for re in (10, 20) for res in (4, 5))           # within 5% at Re 10 and 20"""),
     ("md", """\
-From $Re$ 20 to 200 the steady drag is within 15% of Schiller-Naumann's at resolution 5 (five
-lattice cells per radius), and up to $Re$ 100 the finer lattice is closer than the coarser one;
-at $Re$ 200 both are within 5%. The model's drag is low, and more so the thicker the boundary
-layer: at $Re$ 10 it is about 20% short. The penalized wall is spread over about a lattice
-cell, so the ball acts a little smaller than it is and the fluid slips a little at its surface;
-that matters most where the boundary layer is thick (low $Re$), and it shrinks as the lattice
-refines.
+From $Re$ 10 to 200 the steady drag is within 12% of Schiller-Naumann's at both resolutions
+(four and five lattice cells per radius), and within 5% at $Re$ 10 and 20, where
+the boundary layer is thick and the lattice resolves it: there the fluid next to the ball is
+held to the outer flow's profile continued to the surface, so it sticks at the ball's radius.
+Where the boundary layer is thinner than a lattice cell the penalized wall stands for it.
 
 Above $Re \\approx 210$ a real sphere's wake loses its symmetry and above about 270 it sheds
 vortices: the drag becomes unsteady, and so it does here. Those runs need finer lattices and
@@ -804,10 +802,10 @@ print(f"steady drag at Re 100, R/h = 4: {100 * deficit:.1f}% low; settling speed
 assert abs(last - U) < 0.15 and last > U                   # within 15%, a little fast ...
 assert abs(last / before - 1.0) < 0.01                     # ... and no longer changing
 assert 0.05 < deficit < 0.11 and 0.3 < (last - U) / deficit < 0.8   # about half the drag's shortfall
-assert 0.01 < np.max((model - w)[t < 4]) < 0.05            # lagging while it accelerates"""),
+assert 0.01 < np.max((model - w)[t < 4]) < 0.07            # lagging while it accelerates"""),
     ("md", """\
 The ball settles within 15% of the speed the drag curve predicts, a few per cent fast. At this
-resolution its steady drag at $Re$ 100 is about 8% low, and near $Re$ 100 the curve falls roughly
+resolution its steady drag at $Re$ 100 is about 9% low, and near $Re$ 100 the curve falls roughly
 as $Re^{-1/2}$, so the balance fixes $U^2 C_d \\propto U^{3/2}$ and the speed comes out about half as
 much high. While it accelerates, the ball lags the quasi-steady model by up to a few hundredths
 of $U_t$: the boundary layer and wake it drags along lag behind its speed (the Basset history
