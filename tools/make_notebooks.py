@@ -219,8 +219,9 @@ print(f"the ball leaves the smoke at t = {t_out:.2f} at speed {v_out:.2f}; {v[-1
       f"({100 * v[-1] / v_out:.0f}%)")
 assert fit["within_tolerance"] and fit["t1"] - fit["t0"] >= 0.3
 assert np.all(ratio[start] > 1.0)                        # the impulsive start: more drag than steady flow
-assert 0.65 < ratio[settled].min() and ratio[settled].max() < 0.9
-assert np.ptp(ratio[settled]) < 0.1                      # Cd follows the curve's shape as Re falls 4-fold
+assert 0.7 < ratio[settled].min() and ratio[settled].max() < 1.1   # within 30% of the curve as Re falls 6-fold
+low = settled & (re < 25)
+assert np.all(np.abs(ratio[low] - 1) < 0.1)              # within 10% once the boundary layer is thick
 assert re[settled].max() > 3 * re[settled].min() and cd[settled][-1] > 1.5 * cd[settled][0]   # Cd rises as Re falls
 assert v[-1] < 0.5 * v_out                               # clear fluid slows it too
 fig"""),
@@ -232,9 +233,10 @@ What the figure shows (numbers printed above):
   (the history force of unsteady flow). A constant $C_d$ describes only this first half time
   unit (the red band).
 - From $t \\approx 1$ on, the drag coefficient follows the sphere's curve as the ball slows and
-  the Reynolds number falls from about 75 to 15, at a steady 0.7-0.8 of Schiller-Naumann's value:
-  the drag has a real sphere's dependence on the Reynolds number, about a quarter low at this
-  resolution (512 vortons, the boundary layer spans a few grid cells).
+  the Reynolds number falls from about 75 to 11: 0.75-0.8 of Schiller-Naumann's value while
+  $Re$ is above about 40, within 10% of it below 25, where the boundary layer is a few lattice
+  cells thick and the lattice resolves it. (A ball held at constant speed is within 10% of
+  the curve at every $Re$ here: notebook 07.)
 - The ball goes on slowing after it has left the smoke (at $x = 2$): the no-slip condition
   exerts drag in clear fluid as on a real sphere, unlike the articles' contact rule, which acts
   only where vortons touch the ball.
