@@ -938,16 +938,17 @@ What the curve shows (the numbers are printed above):
 
 - like a sphere's, the drag coefficient falls with the speed at each viscosity and grows with
   the viscosity at each speed;
-- from $Re$ 18 to 145 it is within 15% of the sphere's steady curve, and its ratio to the
-  sphere's rises with $Re$: about 0.9 under $Re$ 40, 1.1 near $Re$ 140;
+- from $Re$ 17 to 145 it is within 12% of the sphere's steady curve (0.97-1.11 of it), the
+  largest excess near $Re$ 140;
 - the one point above $Re$ 200 is about 30% above the sphere's: there the boundary layer, about
   $R/\\sqrt{Re}$ thick, is a quarter of a lattice cell;
 - the seeds' noise matters little: the two seeds' drag coefficients differ by under 1% at every
   point below $Re$ 200, and by a few per cent above;
 - each fit is good: the $1/v$ line's $R^2$ is above 0.99 in every run;
-- the first step after the launch takes about half a per cent of the ball's speed in every run,
-  whether it starts at speed 1 or 4: it is the fluid being set moving with the ball, which costs
-  a fixed fraction of the speed, where drag would cost in proportion to its square; over the
+- the first step after the launch takes 0.5-1% of the ball's speed in every run, whether it
+  starts at speed 1 or 4: it is mostly the fluid being set moving with the ball, which costs a
+  fraction of the speed, where drag alone would cost a fraction four times larger at speed 4
+  than at 1 (in proportion to the speed); over the
   first quarter second the drag is then more than 1.25 times what it settles to after $t = 1$,
   in every run (right panel).
 
@@ -959,12 +960,12 @@ for nu in grid["viscosity"]:
     assert cd.loc[nu, "mean"].is_monotonic_decreasing                     # faster, less drag
 for speed in grid["speed"]:
     assert cd.xs(speed, level="speed")["mean"].is_monotonic_increasing     # more viscous, more drag
-assert low.Re.min() < 20 and (abs(low.ratio - 1) < 0.15).all()
-assert np.corrcoef(np.log(table.Re), table.ratio)[0, 1] > 0.8             # the ratio rises with Re
+assert low.Re.min() < 20 and (abs(low.ratio - 1) < 0.12).all()
+assert low.ratio.idxmax() == (0.005, 2.0)                                 # the largest excess near Re 140
 assert len(high) == 1 and high.ratio.iloc[0] > 1.15
-assert (low.seed_spread < 0.01).all() and (table.seed_spread < 0.05).all()
+assert (low.seed_spread < 0.01).all() and (table.seed_spread < 0.06).all()
 assert (results["r2"] > 0.99).all()
-assert max(first_loss) < 0.01 and max(first_loss) < 1.25 * min(first_loss)   # speeds 1 to 4 alike
+assert max(first_loss) < 0.01 and max(first_loss) < 2.5 * min(first_loss)    # far from 4x apart
 assert min(early) > 1.25
 
 finer = vp.sweep(scene, [{**fixed, "speed": 2.0, "viscosity": 0.005, "body_resolution": 6}], frames=60,
