@@ -76,6 +76,8 @@ typedef struct vp_lattice {
     size_t nw;         /* wall nodes: forcing nodes near enough to R to take the wall's target */
     int *wnode;        /* (nw) their forcing-node index */
     double *wk;        /* (nw) the target's slope factor: depth / image distance, tapered */
+    double *wn;        /* (nw,3) their outward unit normals */
+    double wA[9];      /* sum over the wall nodes of (I - n n): the slip fit's matrix */
     double cV, cW;     /* impulse along e of the wall target for a unit translation slip e, and
                         * angular impulse about e for a unit rotation slip e x n (per unit density) */
 } vp_lattice;
@@ -89,7 +91,7 @@ void vp_lattice_free(vp_lattice *L)
 {
     if (!L) return;
     free(L->inode); free(L->bnode); free(L->bindex); free(L->chi); free(L->ri); free(L->rb); free(L->pat);
-    free(L->wnode); free(L->wk);
+    free(L->wnode); free(L->wk); free(L->wn);
     free(L);
 }
 
@@ -267,12 +269,18 @@ static int lattice_build(vp_lattice *L, double R, double res, double shift, int 
     /* wall nodes: the forcing nodes within PEN_WALL_DEPTH + PEN_WALL_TAPER cells of R */
     L->wnode = malloc((L->ni + 1) * sizeof(int));
     L->wk = malloc((L->ni + 1) * sizeof(double));
-    if (!L->wnode || !L->wk) { free(forced); return VP_ERR_NOMEM; }
+    L->wn = malloc(3 * (L->ni + 1) * sizeof(double));
+    if (!L->wnode || !L->wk || !L->wn) { free(forced); return VP_ERR_NOMEM; }
     L->nw = 0;
+    memset(L->wA, 0, sizeof L->wA);
     for (size_t q = 0; q < L->ni; q++) {
         const double r = sqrt(vp_dot3(L->ri + 3 * q, L->ri + 3 * q)), d = (R - r) / h;
         if (!(r > 0) || d >= PEN_WALL_DEPTH + PEN_WALL_TAPER) continue;
         const double taper = d <= PEN_WALL_DEPTH ? 1.0 : 1.0 - (d - PEN_WALL_DEPTH) / PEN_WALL_TAPER;
+        double *n = L->wn + 3 * L->nw;
+        for (int a = 0; a < 3; a++) n[a] = L->ri[3 * q + a] / r;
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++) L->wA[3 * a + b] += (a == b) - n[a] * n[b];
         L->wnode[L->nw] = (int)q;
         L->wk[L->nw++] = taper * (d > 0 ? d : 0.0) / PEN_WALL_IMAGE;
     }
@@ -335,9 +343,8 @@ static int lattice_build(vp_lattice *L, double R, double res, double shift, int 
             memset(off, 0, 3 * L->ni * sizeof(double)); memset(pm, 0, 3 * L->nb * sizeof(double));
             memset(u, 0, 3 * L->ni * sizeof(double));
             for (size_t k = 0; k < L->nw; k++) {
-                const double *r = L->ri + 3 * L->wnode[k], rr = sqrt(vp_dot3(r, r));
-                double n[3], e[3];
-                for (int a = 0; a < 3; a++) n[a] = r[a] / rr;
+                const double *n = L->wn + 3 * k;
+                double e[3];
                 if (kind == 0) { for (int a = 0; a < 3; a++) e[a] = ez[a] - n[2] * n[a]; }
                 else vp_cross3(ez, n, e);
                 for (int a = 0; a < 3; a++) off[3 * L->wnode[k] + a] = -L->wk[k] * e[a];
@@ -559,10 +566,8 @@ static int penalize_body(vp_sim *s, size_t bi)
     for (size_t q = 0; q < L->ni; q++)
         for (int a = 0; a < 3; a++) pts[3 * q + a] = c[a] + L->ri[3 * q + a];
     const double rimg = L->R + PEN_WALL_IMAGE * h;
-    for (size_t k = 0; k < nwall; k++) {
-        const double *r = L->ri + 3 * L->wnode[k], rr = sqrt(vp_dot3(r, r));
-        for (int a = 0; a < 3; a++) pts[3 * (L->ni + k) + a] = c[a] + r[a] * rimg / rr;
-    }
+    for (size_t k = 0; k < nwall; k++)
+        for (int a = 0; a < 3; a++) pts[3 * (L->ni + k) + a] = c[a] + L->wn[3 * k + a] * rimg;
     st = vp_sim_velocity_at(s, np2, pts, u);
     free(pts);
     if (st) { free(u); free(da); free(off); free(slot); return st; }
@@ -572,24 +577,21 @@ static int penalize_body(vp_sim *s, size_t bi)
      * noise of single nodes out), continued linearly to zero at R and beyond into the body,
      * weighted down where the cell Reynolds number says the layer is not resolved */
     if (nwall) {
-        double An[9] = {0}, bV[3] = {0, 0, 0}, bW[3] = {0, 0, 0}, Vs[3], Ws[3];
+        double bV[3] = {0, 0, 0}, bW[3] = {0, 0, 0}, Vs[3], Ws[3];
         for (size_t k = 0; k < nwall; k++) {
-            const double *r = L->ri + 3 * L->wnode[k], rr = sqrt(vp_dot3(r, r));
-            double n[3], x[3], wx[3], sl[3], nxs[3];
-            for (int a = 0; a < 3; a++) { n[a] = r[a] / rr; x[a] = n[a] * rimg; }
+            const double *n = L->wn + 3 * k;
+            double x[3], wx[3], sl[3], nxs[3];
+            for (int a = 0; a < 3; a++) x[a] = n[a] * rimg;
             vp_cross3(B->angular_velocity, x, wx);
             for (int a = 0; a < 3; a++) sl[a] = u[3 * (L->ni + k) + a] - B->velocity[a] - wx[a];
             const double sn = vp_dot3(sl, n);
             for (int a = 0; a < 3; a++) sl[a] -= sn * n[a];
             vp_cross3(n, sl, nxs);
-            for (int a = 0; a < 3; a++) {
-                bV[a] += sl[a]; bW[a] += nxs[a];
-                for (int b = 0; b < 3; b++) An[3 * a + b] += (a == b) - n[a] * n[b];
-            }
+            for (int a = 0; a < 3; a++) { bV[a] += sl[a]; bW[a] += nxs[a]; }
         }
         /* (the lattice's symmetry leaves the two fits uncoupled: sum (I - n n) for both) */
-        solve3(An, bV, Vs);
-        solve3(An, bW, Ws);
+        solve3(L->wA, bV, Vs);
+        solve3(L->wA, bW, Ws);
         /* a free body answers the target's push within the step: the slip it leaves is the
          * fit less what the body's change of velocity takes off it, solved for (the push is
          * rho0 cV Vs and rho0 cW Ws, against the body's inertia with its added mass), so that
@@ -602,9 +604,8 @@ static int penalize_body(vp_sim *s, size_t bi)
         }
         for (size_t k = 0; k < nwall; k++) {
             const size_t q = (size_t)L->wnode[k];
-            const double *r = L->ri + 3 * q, rr = sqrt(vp_dot3(r, r));
-            double n[3], sl[3];
-            for (int a = 0; a < 3; a++) n[a] = r[a] / rr;
+            const double *n = L->wn + 3 * k;
+            double sl[3];
             vp_cross3(Ws, n, sl);
             const double vn = vp_dot3(Vs, n);
             for (int a = 0; a < 3; a++) sl[a] += Vs[a] - vn * n[a];
