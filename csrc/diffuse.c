@@ -23,7 +23,18 @@
  * one fixed order: the result does not depend on the thread count.  A pair's weight is
  * computed from symmetric quantities by the same operations from either side, so it is the
  * same float both times, and the two exchanges are equal and opposite: total strength
- * sum w_i V_i and heat sum T_i V_i are conserved to rounding. */
+ * sum w_i V_i and heat sum T_i V_i are conserved to rounding.
+ *
+ * The drift.  A vorton whose neighbours lie on one side (the edge of the set that remeshing's
+ * threshold leaves) cannot pass vorticity outward, so the exchange alone acts as a wall that
+ * vorticity piles up against, and it changes the linear impulse 1/2 sum x x w V.  Each
+ * vorton is therefore also moved by
+ *   d_i = -dt sum_j nu_ij eta_ij V_j (x_j - x_i) / e_ij^2,
+ * the vorticity's diffusion velocity where its neighbours are missing (zero inside a uniform
+ * lattice): pairwise, sum_i (x_i x dw_i + d_i x w_i) V_i = 0, so the impulse is kept to first
+ * order in the step.  Only d_i's part across w_i is applied (along it a vortex line does not
+ * move), and only to vortons that carry no density excess: a parcel's heat and mass go where
+ * the flow and heat conduction take them.  With a stratified ambient there is no drift. */
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
@@ -95,7 +106,9 @@ typedef struct {
     const vp_bins *bins;
     pse_fields S;            /* the sorted arrays (stride n) */
     double *w, *d;           /* the vortons' vorticity and density, written in the vortons' order */
+    double *drift;           /* the vortons' drifts (pse_drift), written in the vortons' order */
     double f, kdt, rho0;     /* f = dt norm, kdt = kappa f: the exchanges' factors */
+    double len;              /* the largest spacing: the sorted positions' unit */
     float cut2;              /* (pse_cutoff)^2 */
     double kappa;            /* (for the rate sums) */
     int viscous, heat;
@@ -155,6 +168,7 @@ static inline __attribute__((always_inline)) double pse_hsum(const pse_v8d *v)
  * the one at `self` (method step 5, without the factor f = dt norm):
  *   out[0..2] = sum_j g_ij nu_ij V_j (w_j - w_q),  out[3] = sum_j g_ij V_j (T_j - T_q),
  *   out[4] = c_q = sum_j g_ij (nu_ij + kappa) V_j   (the rate sum: pse_guard),
+ *   out[5..7] = sum_j g_ij nu_ij V_j (x_j - x_q)   (the drift: pse_drift),
  * g_ij = exp(-r^2 / e_ij^2) / e_ij^5 inside the cutoff, else 0.  The weights are float32:
  * positions relative to the cell list's corner keep differences to ~1e-6 e, far below the
  * quadrature's error.  A weight's bits are ANDed with all ones or all zeros (not multiplied
@@ -164,7 +178,7 @@ static inline __attribute__((always_inline)) double pse_hsum(const pse_v8d *v)
 static inline __attribute__((always_inline)) void pse_sum(const pse_fields *B, size_t b0, float *restrict G,
                                                           float *restrict NUij, int32_t m, int32_t self,
                                                           const float qf[PSE_NF], const double qd[PSE_ND], float cut2,
-                                                          double kappa, double out[5], const int heat,
+                                                          double kappa, double out[8], const int heat,
                                                           const int uniform, const int guarded)
 {
     const float *restrict X = PSE_F(B, PSE_X) + b0, *restrict Y = PSE_F(B, PSE_Y) + b0,
@@ -195,7 +209,7 @@ static inline __attribute__((always_inline)) void pse_sum(const pse_fields *B, s
     G[self] = 0.0f; /* not the query itself, nor the lanes past the candidates (G has room) */
     memset(G + m, 0, PSE_PAD * sizeof(float));
     const double w0 = qd[PSE_W0], w1 = qd[PSE_W1], w2 = qd[PSE_W2], tq = qd[PSE_T], sgq = qd[PSE_S], kd = kappa;
-    pse_v8d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, sc = {0};
+    pse_v8d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, sc = {0}, m0 = {0}, m1 = {0}, m2 = {0};
     for (int32_t j = 0; j < mv; j += 8) {
         pse_v8d g = PSE_LOAD8F(G + j) * PSE_LOAD8(V + j);
         if (guarded) { /* s_ij = min(s_q, s_j) */
@@ -209,10 +223,14 @@ static inline __attribute__((always_inline)) void pse_sum(const pse_fields *B, s
         s2 += gw * (PSE_LOAD8(W2 + j) - w2);
         if (heat) s3 += g * (PSE_LOAD8(T + j) - tq);
         sc += uniform ? g : (heat ? gw + kd * g : gw);
+        m0 += gw * (PSE_LOAD8F(X + j) - (double)xq);
+        m1 += gw * (PSE_LOAD8F(Y + j) - (double)yq);
+        m2 += gw * (PSE_LOAD8F(Z + j) - (double)zq);
     }
     const double nu = uniform ? (double)(nq + nq) : 1.0;
     out[0] = nu * pse_hsum(&s0); out[1] = nu * pse_hsum(&s1); out[2] = nu * pse_hsum(&s2); out[3] = pse_hsum(&s3);
     out[4] = uniform ? (heat ? nu + kd : nu) * pse_hsum(&sc) : pse_hsum(&sc);
+    out[5] = nu * pse_hsum(&m0); out[6] = nu * pse_hsum(&m1); out[7] = nu * pse_hsum(&m2);
 }
 
 /* The batch of candidates: sorted vortons of x cells [bx0, bx1) of rows[0, nr), ordered by
@@ -256,6 +274,17 @@ static inline __attribute__((always_inline)) size_t pse_gather(const pse_fields 
         for (size_t t = k; t < k + PSE_PAD; t++) bd[t] = 0.0;
     }
     return k;
+}
+
+/* Vorton q's drift (the file's comment; o[5..7] its pair sums of the kernel's first moment,
+ * times `scale`), less its part along the vorton's own vorticity. */
+static inline void pse_drift(const double qd[PSE_ND], const double o[8], double scale, double *out)
+{
+    const double w0 = qd[PSE_W0], w1 = qd[PSE_W1], w2 = qd[PSE_W2], ww = w0 * w0 + w1 * w1 + w2 * w2;
+    const double d0 = scale * o[5], d1 = scale * o[6], d2 = scale * o[7];
+    if (!(ww > 0)) { out[0] = out[1] = out[2] = 0.0; return; }
+    const double a = (d0 * w0 + d1 * w1 + d2 * w2) / ww;
+    out[0] = d0 - a * w0; out[1] = d1 - a * w1; out[2] = d2 - a * w2;
 }
 
 /* Task `task` of a pass: the vortons of one row of cells (fixed cy, cz) in x cells
@@ -315,7 +344,7 @@ static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded, in
             double qd[PSE_ND];
             for (int a = 0; a < PSE_NF; a++) qf[a] = PSE_F(S, a)[q];
             for (int a = 0; a < PSE_ND; a++) qd[a] = PSE_D(S, a)[q];
-            double o[5];
+            double o[8];
 #define PSE_SUM(H, U, G) pse_sum(&B->F, b0, B->g, B->nuij, mc, (int32_t)self, qf, qd, P->cut2, P->kappa, o, H, U, G)
             switch (4 * guarded + 2 * heat + uniform) {
             case 0: PSE_SUM(0, 0, 0); break;
@@ -333,6 +362,7 @@ static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded, in
                 P->w[3 * i] = qd[PSE_W0] + P->f * o[0];
                 P->w[3 * i + 1] = qd[PSE_W1] + P->f * o[1];
                 P->w[3 * i + 2] = qd[PSE_W2] + P->f * o[2];
+                pse_drift(qd, o, -P->f * P->len, P->drift + 3 * i);
             }
             if (heat) P->d[i] = vp_density_from_temperature(P->rho0, qd[PSE_T] + P->kdt * o[3]);
             if (!guarded) {
@@ -494,6 +524,11 @@ static int pse_guard(pse_pass *P, long *list, int threads)
     return st < 0 ? VP_ERR_NOMEM : VP_OK;
 }
 
+int vp_pse_drifts(const vp_sim *s)
+{
+    return (s->params.viscosity > 0 || s->params.smagorinsky > 0) && !s->params.stratification.n;
+}
+
 /* One explicit PSE exchange of length dt (the eddy viscosity's cap uses the step's dt). */
 static int diffuse_pass(vp_sim *s, double dt)
 {
@@ -546,10 +581,12 @@ static int diffuse_pass(vp_sim *s, double dt)
     const int seg = (long)nc[1] * nc[2] >= 16L * threads ? nc[0] : PSE_SEG;
     const long ntask = (long)nc[1] * nc[2] * ((nc[0] + seg - 1) / seg);
     list = malloc(((size_t)ntask + 1) * sizeof(long));
-    /* the sorted arrays: PSE_ND double fields and PSE_NF float ones */
-    double *sc = vp_sim_scratch(s, PSE_ND * n + (PSE_NF * n + 1) / 2);
+    /* the sorted arrays: PSE_ND double fields and PSE_NF float ones; then the drifts */
+    double *sc = vp_sim_scratch(s, PSE_ND * n + (PSE_NF * n + 1) / 2 + 3 * n);
     if (!list || !sc) goto fail;
+    double *drift = sc + PSE_ND * n + (PSE_NF * n + 1) / 2;
     pse_pass P = {.bins = &bins, .S = {.f = (float *)(sc + PSE_ND * n), .d = sc, .stride = n}, .w = w, .d = d,
+                  .drift = drift,
                   .rho0 = rho0, .cut2 = (float)(cut * cut), .kappa = kappa, .viscous = viscous, .heat = heat,
                   .seg = seg};
     /* The Gaussian's second moment cut at r = cut e keeps the fraction
@@ -563,6 +600,7 @@ static int diffuse_pass(vp_sim *s, double dt)
      * neither overflow nor underflow at any scale; 1 / emax^5 goes into the factors */
     const double unit = emax > 0 && isfinite(1.0 / emax) ? 1.0 / emax : 1.0, unit2 = unit * unit;
     P.f = dt * norm * (unit2 * unit2 * unit);
+    P.len = 1.0 / unit;
     P.kdt = kappa * P.f;
     /* the sorted arrays filled, then the pairs summed, in one parallel region (pse_run) */
     const pse_input in = {.order = order, .x = x, .r = r, .w = w, .d = d, .jac = s->grid_jacobian, .grid = &s->grid,
@@ -571,6 +609,13 @@ static int diffuse_pass(vp_sim *s, double dt)
     const long bunched = pse_run(&P, &in, n, list, pse_task_list(&bins, seg, NULL, list), 0, threads);
     if (bunched < 0) goto fail;
     if (bunched > 0 && pse_guard(&P, list, threads)) goto fail;
+    if (vp_pse_drifts(s)) { /* the drift (pse_drift) */
+        double *xw = v->position->data;
+#pragma omp parallel for num_threads(threads) if (threads > 1 && n > 4096) schedule(static)
+        for (long i = 0; i < (long)n; i++)
+            if (d[i] == 0.0)
+                for (int a = 0; a < 3; a++) xw[3 * i + a] += drift[3 * i + a];
+    }
     st = VP_OK;
 fail:
     free(list);

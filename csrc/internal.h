@@ -51,6 +51,7 @@ int vp_stretch(vp_sim *s);                       /* 2.3 stretch.c */
 int vp_density_grid(vp_sim *s);                  /* 2.4 buoyancy.c: the density grid and its gradient */
 int vp_baroclinic(vp_sim *s);                    /* 2.4 buoyancy.c */
 int vp_diffuse(vp_sim *s);                       /* 2.5 diffuse.c */
+int vp_pse_drifts(const vp_sim *s);              /* whether vp_diffuse moves vortons (its drift) */
 int vp_diffuse_stratified(vp_sim *s);            /* 2.5 ambient.c: with a stratification, over the ambient's profile */
 int vp_advect_vortons(vp_sim *s);                /* 2.6 advect.c */
 int vp_advect_tracers(vp_sim *s, int *projected); /* 2.6 advect.c (and 2.7's tracer contact) */
