@@ -12,7 +12,9 @@
  * Population control: nodes weaker in strength, mass and heat than remesh_threshold times the
  * strongest are merged into the others, which take on their moments (restore_moments) and
  * their mass and heat (lattice_densities, which also gives each node one density that keeps
- * both totals: temperature is not linear in density).  Everything is conserved to rounding;
+ * both totals: temperature is not linear in density).  The moments are made up within blocks
+ * of 8^3 nodes, next to where they were merged (lattice_blocks), and over the whole part only
+ * what a block cannot take.  Everything is conserved to rounding;
  * nothing is dropped.  Vortons beyond the robust domain limits (escapees) and those whose
  * kernel support reaches into a body are left as they are. */
 #include <math.h>
@@ -388,6 +390,36 @@ static size_t lattice_components(size_t nn, size_t nrow, const long m[3], const 
     return nc;
 }
 
+/* The parts cut into blocks of REMESH_BLOCK^3 nodes, for population control to restore the
+ * merged nodes' moments next to them (vp_sim_remesh).  blk[id], its part's number on entry,
+ * becomes the number of its (part, block), in lattice order; returns their count (nc,
+ * unchanged, if the table of pairs would be too large). */
+#define REMESH_BLOCK 8
+static size_t lattice_blocks(size_t nn, size_t nrow, const long m[3], const size_t *roff, const long *rx0,
+                             size_t *blk, size_t nc)
+{
+    const size_t mb[3] = {(size_t)(m[0] + REMESH_BLOCK - 1) / REMESH_BLOCK,
+                          (size_t)(m[1] + REMESH_BLOCK - 1) / REMESH_BLOCK,
+                          (size_t)(m[2] + REMESH_BLOCK - 1) / REMESH_BLOCK};
+    const size_t nb = mb[0] * mb[1] * mb[2];
+    if (nb > ((size_t)1 << 24) / (nc ? nc : 1)) return nc;
+    size_t *id_of = malloc(nb * (nc ? nc : 1) * sizeof(size_t));
+    if (!id_of) return nc;
+    for (size_t k = 0; k < nb * nc; k++) id_of[k] = SIZE_MAX;
+    size_t count = 0;
+    for (size_t row = 0; row < nrow; row++) {
+        const size_t by = row % (size_t)m[1] / REMESH_BLOCK, bz = row / (size_t)m[1] / REMESH_BLOCK;
+        for (size_t id = roff[row]; id < roff[row + 1]; id++) {
+            const size_t bx = (size_t)(rx0[row] + (long)(id - roff[row])) / REMESH_BLOCK;
+            size_t *slot = id_of + blk[id] * nb + bx + mb[0] * (by + mb[1] * bz);
+            if (*slot == SIZE_MAX) *slot = count++;
+            blk[id] = *slot;
+        }
+    }
+    free(id_of);
+    return count;
+}
+
 /* remesh_scatter's planes are shared by the threads from this many inside vortons */
 #define REMESH_PARALLEL_MIN 256
 
@@ -433,6 +465,8 @@ int vp_sim_remesh(vp_sim *s)
     size_t *roff = NULL;           /* per row: where its nodes start in acc */
     size_t *comp = NULL, *cstart = NULL; /* per node its part's number; the parts' starts in the kept order */
     double *cdat = NULL;           /* per part: lattice_components' totals, box, and merged moments */
+    size_t *blk = NULL, *bstart = NULL; /* per node its block's number (lattice_blocks); the blocks' starts */
+    double *bdat = NULL;           /* per block: its box and merged moments */
     if (nin < 2) goto done;
     if (s->params.stratification.n) {
         /* With a stratification (method step 4) the deviation from the ambient at each
@@ -558,13 +592,44 @@ int vp_sim_remesh(vp_sim *s)
             }
         }
     }
-    for (size_t q = 0; q < nc; q++) { /* the box in lattice units -> its centre (CLO) and half-size (CHI) */
-        double *C = cdat + CN * q, half = 1;
-        for (int a = 0; a < 3; a++) {
-            half = 0.5 * (C[CHI + a] - C[CLO + a]) > half ? 0.5 * (C[CHI + a] - C[CLO + a]) : half;
-            C[CLO + a] = 0.5 * (C[CHI + a] + C[CLO + a]) * h;
+    /* The parts' blocks (lattice_blocks), per block its part and box.  Population control
+     * restores a block's merged moments in the block, and only what a block cannot take (too
+     * few kept nodes, or too large a change) over its whole part.  Restored over a whole part,
+     * the least change is a smooth polynomial in position times |a|, largest at the part's far
+     * ends: once PSE's drift moved the set's edge off the lattice between remeshes, a strong
+     * cluster there took up to a tenth more strength at every remesh.  Without the drift (a
+     * stratified ambient, or no viscosity) each part is one block, as it was validated. */
+    blk = malloc((nn ? nn : 1) * sizeof(size_t));
+    if (!blk) { st = VP_ERR_NOMEM; goto done; }
+    memcpy(blk, comp, nn * sizeof(size_t));
+    const size_t nbk = vp_pse_drifts(s) ? lattice_blocks(nn, nrow, m, roff, rx0, blk, nc) : nc;
+    enum { BPAR, BLO, BHI = BLO + 3, BN = BHI + 3 }; /* per block: its part, box; then 2 NMOM moments */
+    bdat = malloc((nbk ? nbk : 1) * (BN + 2 * NMOM) * sizeof(double));
+    bstart = malloc((nbk + 2) * sizeof(size_t));
+    if (!bdat || !bstart) { st = VP_ERR_NOMEM; goto done; }
+    double *blost = bdat + nbk * BN; /* per block: the merged moments about its box, then about its part's */
+    for (size_t b = 0; b < nbk; b++)
+        for (int a = 0; a < 3; a++) { bdat[BN * b + BLO + a] = INFINITY; bdat[BN * b + BHI + a] = -INFINITY; }
+    for (size_t row = 0; row < nrow; row++) {
+        const double yz[2] = {(double)(o[1] + (long)(row % (size_t)m[1])), (double)(o[2] + (long)(row / (size_t)m[1]))};
+        for (size_t id = roff[row]; id < roff[row + 1]; id++) {
+            const double p[3] = {(double)(o[0] + rx0[row] + (long)(id - roff[row])), yz[0], yz[1]};
+            double *B = bdat + BN * blk[id];
+            B[BPAR] = (double)comp[id];
+            for (int a = 0; a < 3; a++) {
+                B[BLO + a] = p[a] < B[BLO + a] ? p[a] : B[BLO + a];
+                B[BHI + a] = p[a] > B[BHI + a] ? p[a] : B[BHI + a];
+            }
         }
-        C[CHI] = half * h;
+    }
+    /* the boxes in lattice units -> their centres (CLO, BLO) and half-sizes (CHI, BHI) */
+    for (size_t q = 0; q < nc + nbk; q++) {
+        double *lo = q < nc ? cdat + CN * q + CLO : bdat + BN * (q - nc) + BLO, *hi = lo + 3, half = 1;
+        for (int a = 0; a < 3; a++) {
+            half = 0.5 * (hi[a] - lo[a]) > half ? 0.5 * (hi[a] - lo[a]) : half;
+            lo[a] = 0.5 * (hi[a] + lo[a]) * h;
+        }
+        hi[0] = half * h;
     }
     size_t total = 0;
     int placed = 0;
@@ -579,19 +644,22 @@ int vp_sim_remesh(vp_sim *s)
         size_t nkeep = 0;
         memset(cstart, 0, (nc + 2) * sizeof(size_t));
         memset(lost, 0, NMOM * nc * sizeof(double));
+        memset(bstart, 0, (nbk + 2) * sizeof(size_t));
+        memset(blost, 0, 2 * NMOM * nbk * sizeof(double));
         for (size_t id = 0; id < nn; id++)
-            if (KEEP(acc + NQ * id, amag[id])) { nkeep++; cstart[comp[id] + 2]++; }
+            if (KEEP(acc + NQ * id, amag[id])) { nkeep++; cstart[comp[id] + 2]++; bstart[blk[id] + 2]++; }
         const size_t nout = n - nin;
         total = nkeep + nout;
         /* new arrays: position 3, vorticity 3, radius, density, age, velocity 3 -> 12 per vorton;
          * the kept nodes' heats, and their numbers grouped by part */
         free(np_);
-        np_ = malloc((12 * (total ? total : 1) + 2 * nkeep) * sizeof(double));
+        np_ = malloc((12 * (total ? total : 1) + 3 * nkeep) * sizeof(double));
         if (!np_) { st = VP_ERR_NOMEM; goto done; }
         double *P = np_, *Wn = np_ + 3 * total, *R = np_ + 6 * total, *D = np_ + 7 * total, *G = np_ + 8 * total,
                *U = np_ + 9 * total, *Hk = np_ + 12 * total;
-        size_t *order = (size_t *)(Hk + nkeep); /* (a size_t fits a double's room) */
+        size_t *order = (size_t *)(Hk + nkeep), *border = order + nkeep; /* (a size_t fits a double's room) */
         for (size_t q = 0; q < nc; q++) cstart[q + 2] += cstart[q + 1]; /* part q's first: cstart[q + 1] */
+        for (size_t b = 0; b < nbk; b++) bstart[b + 2] += bstart[b + 1];
         size_t k = 0;
         for (size_t row = 0; row < nrow; row++) {
             const size_t iy = row % (size_t)m[1], iz = row / (size_t)m[1];
@@ -600,14 +668,18 @@ int vp_sim_remesh(vp_sim *s)
                 const long ix = rx0[row] + (long)(id - roff[row]);
                 const double p[3] = {(double)(o[0] + ix) * h, (double)(o[1] + (long)iy) * h,
                                      (double)(o[2] + (long)iz) * h};
-                const double *C = cdat + CN * comp[id];
+                const double *C = cdat + CN * comp[id], *B = bdat + BN * blk[id];
                 if (!KEEP(A, amag[id])) {
                     const double y[3] = {(p[0] - C[CLO]) / C[CHI], (p[1] - C[CLO + 1]) / C[CHI],
                                          (p[2] - C[CLO + 2]) / C[CHI]};
-                    add_moments(y, A, lost + NMOM * comp[id]);
+                    const double yb[3] = {(p[0] - B[BLO]) / B[BHI], (p[1] - B[BLO + 1]) / B[BHI],
+                                          (p[2] - B[BLO + 2]) / B[BHI]};
+                    add_moments(yb, A, blost + 2 * NMOM * blk[id]);
+                    add_moments(y, A, blost + 2 * NMOM * blk[id] + NMOM);
                     continue;
                 }
                 order[cstart[comp[id] + 1]++] = k;
+                border[bstart[blk[id] + 1]++] = k;
                 for (int a = 0; a < 3; a++) { P[3 * k + a] = p[a]; Wn[3 * k + a] = A[a]; } /* strengths, for now */
                 R[k] = rad;
                 D[k] = A[3]; /* the node's mass and heat, for now */
@@ -618,6 +690,13 @@ int vp_sim_remesh(vp_sim *s)
             }
         }
 #undef KEEP
+        for (size_t b = 0; b < nbk; b++) { /* in the blocks; what a block cannot take, over its part */
+            const double *B = bdat + BN * b, *lb = blost + 2 * NMOM * b;
+            int any = 0;
+            for (int j = 0; j < NMOM; j++) any |= lb[j] != 0;
+            if (any && restore_moments(bstart[b + 1] - bstart[b], border + bstart[b], P, Wn, B + BLO, B[BHI], lb))
+                for (int j = 0; j < NMOM; j++) lost[NMOM * (size_t)B[BPAR] + j] += lb[NMOM + j];
+        }
         int ok = 1; /* part q's kept nodes: order[cstart[q] .. cstart[q + 1]) */
         for (size_t q = 0; q < nc && ok; q++) {
             const double *C = cdat + CN * q, *lq = lost + NMOM * q;
@@ -659,6 +738,6 @@ int vp_sim_remesh(vp_sim *s)
     }
 done:
     free(inside); free(acc); free(np_); free(amag); free(rx0); free(rx1); free(roff);
-    free(comp); free(cstart); free(cdat); free(dev);
+    free(comp); free(cstart); free(cdat); free(dev); free(blk); free(bstart); free(bdat);
     return st;
 }
