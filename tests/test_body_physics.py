@@ -107,24 +107,25 @@ def test_a_spinning_ball_spins_the_fluid_up_wherever_the_vortons_start():
 
 def test_fluid_and_ball_momentum_balance_through_a_passage():
     """A ball shot through smoke (the scene as shipped, Re 200 at launch, 3 lattice cells a
-    step): fluid + ball momentum, linear and angular, over the passage's first second,
-    through the boundary layer it builds, the wake it sheds and the remeshing near it.  The
-    coupling's hand-over is exact (the first step keeps it to rounding); the fluid's own steps
-    beside the wall do not keep the impulse as a free flow's do: 9% of the ball's momentum
-    measured here (first order in dt without remeshing: 4.4% at half the step).  The bound
-    guards that level; the target is 2%."""
+    step): fluid + ball momentum, linear and angular, over the 2 s passage, through the
+    boundary layer it builds, the wake it sheds and the remeshing near it, within 2% of the
+    ball's initial momentum.  The coupling's hand-over is exact; the vortons move with the
+    step's midpoint field (the start's gains 10%), and PSE's drift gives back the impulse
+    the exchange loses at the edge of the vorton set (without it, 9% lost)."""
     sim = vp.scenes.ball_through_smoke(vortons=256, tracers=0, threads=2)
     ball = sim.bodies[0]
     p0 = np.linalg.norm(ball.momentum)
     d0 = sim.diagnostics()
     P0, L0 = d0["total_momentum"].copy(), d0["total_angular_momentum"].copy()
     speed0 = np.linalg.norm(ball.velocity)
-    sim.step(30)
-    d = sim.diagnostics()
-    assert np.linalg.norm(ball.velocity) < 0.95 * speed0  # it did slow down
-    assert np.linalg.norm(d["total_momentum"] - P0) < 0.12 * p0
     arm = np.linalg.norm(ball.position) + ball.radius
-    assert np.linalg.norm(d["total_angular_momentum"] - L0) < 0.12 * p0 * arm
+    for _ in range(6):
+        sim.step(10)
+        d = sim.diagnostics()
+        assert np.linalg.norm(d["total_momentum"] - P0) < 0.02 * p0, sim.time
+        assert np.linalg.norm(d["total_angular_momentum"] - L0) < 0.02 * p0 * arm, sim.time
+    assert sim.time == pytest.approx(2.0)
+    assert np.linalg.norm(ball.velocity) < 0.5 * speed0  # it did slow down
 
 
 def test_the_articles_rule_stays_available():

@@ -243,13 +243,13 @@ def test_an_interrupted_sweep_resumes_with_only_the_missing_runs(client, serial,
 
 def test_a_blow_up_is_a_row_with_its_error(client, serial, tmp_path):
     grid = [dict(speed=s, viscosity=v) for s in GRID["speed"] for v in GRID["viscosity"]]
-    grid.insert(2, dict(speed=5.0, viscosity=0.01, noise=1e8))   # blows up at frame 2
+    grid.insert(2, dict(speed=5.0, viscosity=0.01, noise=1e8))   # blows up in its first frame
     grid.insert(4, dict(speed=5.0, viscosity=-1.0))              # refused by Sim
     df = vp.sweep(small, grid, frames=FRAMES, measure=MEASURE, client=client, out=tmp_path)
     assert len(df) == 8
     blew, refused = df.iloc[2], df.iloc[4]
-    assert blew["status"] == "failed" and blew["error"].startswith("FloatingPointError (stepping, after frame 1)")
-    assert blew["frames"] == 1 and np.isnan(blew["ball_x"])
+    assert blew["status"] == "failed" and blew["error"].startswith("FloatingPointError (stepping, after frame 0)")
+    assert blew["frames"] == 0 and np.isnan(blew["ball_x"])
     assert refused["status"] == "failed" and "viscosity" in refused["error"] and "make_sim" in refused["error"]
     rest = df.drop(index=[2, 4]).drop(columns="noise")
     assert (rest["status"] == "ok").all()
