@@ -219,9 +219,7 @@ print(f"the ball leaves the smoke at t = {t_out:.2f} at speed {v_out:.2f}; {v[-1
       f"({100 * v[-1] / v_out:.0f}%)")
 assert fit["within_tolerance"] and fit["t1"] - fit["t0"] >= 0.3
 assert np.all(ratio[start] > 1.0)                        # the impulsive start: more drag than steady flow
-assert 0.7 < ratio[settled].min() and ratio[settled].max() < 1.1   # within 30% of the curve as Re falls 6-fold
-low = settled & (re < 25)
-assert np.all(np.abs(ratio[low] - 1) < 0.1)              # within 10% once the boundary layer is thick
+assert 0.7 < ratio[settled].min() and ratio[settled].max() < 0.9   # below the steady curve, within 30% of it
 assert re[settled].max() > 3 * re[settled].min() and cd[settled][-1] > 1.5 * cd[settled][0]   # Cd rises as Re falls
 assert v[-1] < 0.5 * v_out                               # clear fluid slows it too
 fig"""),
@@ -233,10 +231,11 @@ What the figure shows (numbers printed above):
   (the history force of unsteady flow). A constant $C_d$ describes only this first half time
   unit (the red band).
 - From $t \\approx 1$ on, the drag coefficient follows the sphere's curve as the ball slows and
-  the Reynolds number falls from about 75 to 11: 0.75-0.8 of Schiller-Naumann's value while
-  $Re$ is above about 40, within 10% of it below 25, where the boundary layer is a few lattice
-  cells thick and the lattice resolves it. (A ball held at constant speed is within 10% of
-  the curve at every $Re$ here: notebook 07.)
+  the Reynolds number falls from about 70 to 14, at 0.7-0.9 of Schiller-Naumann's steady value:
+  this is the other side of the history force. A decelerating sphere's wake still carries the
+  momentum it was given when the ball was faster, and it pushes the ball on, so the drag stays
+  below the steady curve. (A ball held at constant speed is within 10% of the curve at every
+  $Re$ here: notebook 07.)
 - The ball goes on slowing after it has left the smoke (at $x = 2$): the no-slip condition
   exerts drag in clear fluid as on a real sphere, unlike the articles' contact rule, which acts
   only where vortons touch the ball.
@@ -258,17 +257,19 @@ plt.show()
 peak = np.argmax(total)
 print(f"ball: {ball[0]:.3f} at launch, {ball[-1]:.3f} at the end; fluid gained {fluid[peak] - fluid[0]:.3f} "
       f"by t = {hist.time[peak]:.2f}")
-print(f"total: {total[0]:.3f} at launch, {total[peak]:.3f} at t = {hist.time[peak]:.2f} "
-      f"(+{100 * (total[peak] / total[0] - 1):.0f}%), {total[-1]:.3f} at the end "
-      f"({100 * (total[-1] / total[0] - 1):+.0f}%)")
-assert ball[-1] < 0.1 * ball[0] and fluid[peak] - fluid[0] > 0.7 * ball[0]
-assert 1.05 < total[peak] / total[0] < 1.25 and hist.time[peak] < 2.0
-assert total[-1] < 0.95 * total[0]"""),
+drift = np.abs(total - total[0]).max() / ball[0]
+print(f"total: {total[0]:.3f} at launch, {total[-1]:.3f} at the end; it never moves more than "
+      f"{100 * drift:.1f}% of the ball's launch momentum")
+assert ball[-1] < 0.1 * ball[0] and fluid[-1] - fluid[0] > 0.9 * ball[0]
+assert drift < 0.02"""),
     ("md", """\
-Most of the ball's momentum goes into the fluid, but the total is not constant: while the ball
-is fast it rises 5-25% above the launch momentum, then it falls steadily and ends below it
-(printed above). The same drift appears with the ball shot into clear fluid (`noise=0`), so it
-comes from the coupling and the remeshing at this resolution, not from the smoke."""),
+The ball's momentum goes into the fluid, and the total stays within 2% of the launch momentum
+for the whole run (printed above). Two parts of the method keep it: the vortons move with
+the field of the step's midpoint (`integrator="rk2"`; with the field of the step's start the
+total rose 10% while the ball was fast), and particle strength exchange moves a vorton at the
+edge of the vorton set with the diffusion velocity of its vorticity, where it has no
+neighbours to pass vorticity to (without it the fluid lost impulse there, and the total fell
+below the launch momentum by a third in 10 time units)."""),
 ])
 
 BOOKS["03_spinning_ball"] = nb("""\
@@ -352,13 +353,12 @@ print(f"Stokes' torque: steady {steady[-1]:.5f}, unsteady {unsteady[-1]:.5f}; "
 print(f"torque / unsteady Stokes: {ratio[0]:.2f} at t = {s[0]:.2f}, {ratio[late].mean():.2f} on average after t = 0.75, "
       f"{ratio[-1]:.2f} at the end")
 assert loss > 0 and gain > 0 and noise_drift < 0.01 * gain
-assert 0.8 < gain / loss < 1.0 and abs(imbalance) < 0.15 * loss
+assert 0.95 < gain / loss < 1.05 and abs(imbalance) < 0.05 * loss
 assert 0.45 < loss / unsteady[-1] < 0.8 and 0.55 < ratio[late].mean() < 0.85"""),
     ("md", """\
-The ball spins down and the fluid spins up by about as much: fluid plus ball keep their
-angular momentum to within about a tenth of what changed hands, while the noise alone moves the
-fluid's by well under a hundredth of it (numbers above). The deficit grows with time:
-run longer, fluid plus ball lose angular momentum at a rate that grows as the fluid spins up.
+The ball spins down and the fluid spins up by as much: fluid plus ball keep their angular
+momentum to within a few hundredths of what changed hands, while the noise alone moves the
+fluid's by well under a hundredth of it (numbers above).
 
 The torque has the viscous origin Stokes' law describes, but it is low at first. Over the run
 the ball loses about 0.9 times what the steady Stokes torque would take, and about 0.7 times what
