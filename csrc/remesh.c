@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <stdint.h>
 #include "internal.h"
 #include "kernel.h"
 
@@ -392,31 +393,37 @@ static size_t lattice_components(size_t nn, size_t nrow, const long m[3], const 
 
 /* The parts cut into blocks of REMESH_BLOCK^3 nodes, for population control to restore the
  * merged nodes' moments next to them (vp_sim_remesh).  blk[id], its part's number on entry,
- * becomes the number of its (part, block), in lattice order; returns their count (nc,
- * unchanged, if the table of pairs would be too large). */
+ * becomes the number of its (part, block), in lattice order (the order of first appearance,
+ * whatever the hash); returns their count, or nc, unchanged, if out of memory.  The pairs
+ * are looked up in an open-addressing table of twice the nodes: a dense (part x block) table
+ * grows with the product, and many isolated vortons make many parts. */
 #define REMESH_BLOCK 8
 static size_t lattice_blocks(size_t nn, size_t nrow, const long m[3], const size_t *roff, const long *rx0,
                              size_t *blk, size_t nc)
 {
-    const size_t mb[3] = {(size_t)(m[0] + REMESH_BLOCK - 1) / REMESH_BLOCK,
-                          (size_t)(m[1] + REMESH_BLOCK - 1) / REMESH_BLOCK,
-                          (size_t)(m[2] + REMESH_BLOCK - 1) / REMESH_BLOCK};
-    const size_t nb = mb[0] * mb[1] * mb[2];
-    if (nb > ((size_t)1 << 24) / (nc ? nc : 1)) return nc;
-    size_t *id_of = malloc(nb * (nc ? nc : 1) * sizeof(size_t));
-    if (!id_of) return nc;
-    for (size_t k = 0; k < nb * nc; k++) id_of[k] = SIZE_MAX;
+    const uint64_t mb[3] = {(uint64_t)(m[0] + REMESH_BLOCK - 1) / REMESH_BLOCK,
+                            (uint64_t)(m[1] + REMESH_BLOCK - 1) / REMESH_BLOCK,
+                            (uint64_t)(m[2] + REMESH_BLOCK - 1) / REMESH_BLOCK};
+    const uint64_t nb = mb[0] * mb[1] * mb[2];
+    size_t cap = 16;
+    while (cap < 2 * nn) cap *= 2;
+    uint64_t *key = malloc(cap * sizeof(uint64_t));
+    size_t *val = malloc(cap * sizeof(size_t));
+    if (!key || !val) { free(key); free(val); return nc; }
+    for (size_t k = 0; k < cap; k++) key[k] = UINT64_MAX;
     size_t count = 0;
     for (size_t row = 0; row < nrow; row++) {
-        const size_t by = row % (size_t)m[1] / REMESH_BLOCK, bz = row / (size_t)m[1] / REMESH_BLOCK;
+        const uint64_t by = row % (size_t)m[1] / REMESH_BLOCK, bz = row / (size_t)m[1] / REMESH_BLOCK;
         for (size_t id = roff[row]; id < roff[row + 1]; id++) {
-            const size_t bx = (size_t)(rx0[row] + (long)(id - roff[row])) / REMESH_BLOCK;
-            size_t *slot = id_of + blk[id] * nb + bx + mb[0] * (by + mb[1] * bz);
-            if (*slot == SIZE_MAX) *slot = count++;
-            blk[id] = *slot;
+            const uint64_t bx = (uint64_t)(rx0[row] + (long)(id - roff[row])) / REMESH_BLOCK;
+            const uint64_t k = (uint64_t)blk[id] * nb + bx + mb[0] * (by + mb[1] * bz);
+            size_t h = (size_t)((k * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+            while (key[h] != UINT64_MAX && key[h] != k) h = (h + 1) & (cap - 1);
+            if (key[h] == UINT64_MAX) { key[h] = k; val[h] = count++; }
+            blk[id] = val[h];
         }
     }
-    free(id_of);
+    free(key); free(val);
     return count;
 }
 
