@@ -106,7 +106,7 @@ typedef struct {
     const vp_bins *bins;
     pse_fields S;            /* the sorted arrays (stride n) */
     double *w, *d;           /* the vortons' vorticity and density, written in the vortons' order */
-    double *drift;           /* the vortons' drifts (pse_drift), written in the vortons' order */
+    double *drift;           /* the vortons' drifts (pse_drift), written in the vortons' order; NULL: none */
     double f, kdt, rho0;     /* f = dt norm, kdt = kappa f: the exchanges' factors */
     double len;              /* the largest spacing: the sorted positions' unit */
     float cut2;              /* (pse_cutoff)^2 */
@@ -362,7 +362,7 @@ static long pse_task(const pse_pass *P, long task, pse_batch *B, int guarded, in
                 P->w[3 * i] = qd[PSE_W0] + P->f * o[0];
                 P->w[3 * i + 1] = qd[PSE_W1] + P->f * o[1];
                 P->w[3 * i + 2] = qd[PSE_W2] + P->f * o[2];
-                pse_drift(qd, o, -P->f * P->len, P->drift + 3 * i);
+                if (P->drift) pse_drift(qd, o, -P->f * P->len, P->drift + 3 * i);
             }
             if (heat) P->d[i] = vp_density_from_temperature(P->rho0, qd[PSE_T] + P->kdt * o[3]);
             if (!guarded) {
@@ -582,9 +582,10 @@ static int diffuse_pass(vp_sim *s, double dt)
     const long ntask = (long)nc[1] * nc[2] * ((nc[0] + seg - 1) / seg);
     list = malloc(((size_t)ntask + 1) * sizeof(long));
     /* the sorted arrays: PSE_ND double fields and PSE_NF float ones; then the drifts */
-    double *sc = vp_sim_scratch(s, PSE_ND * n + (PSE_NF * n + 1) / 2 + 3 * n);
+    const int drifts = vp_pse_drifts(s);
+    double *sc = vp_sim_scratch(s, PSE_ND * n + (PSE_NF * n + 1) / 2 + (drifts ? 3 * n : 0));
     if (!list || !sc) goto fail;
-    double *drift = sc + PSE_ND * n + (PSE_NF * n + 1) / 2;
+    double *drift = drifts ? sc + PSE_ND * n + (PSE_NF * n + 1) / 2 : NULL;
     pse_pass P = {.bins = &bins, .S = {.f = (float *)(sc + PSE_ND * n), .d = sc, .stride = n}, .w = w, .d = d,
                   .drift = drift,
                   .rho0 = rho0, .cut2 = (float)(cut * cut), .kappa = kappa, .viscous = viscous, .heat = heat,
@@ -609,7 +610,7 @@ static int diffuse_pass(vp_sim *s, double dt)
     const long bunched = pse_run(&P, &in, n, list, pse_task_list(&bins, seg, NULL, list), 0, threads);
     if (bunched < 0) goto fail;
     if (bunched > 0 && pse_guard(&P, list, threads)) goto fail;
-    if (vp_pse_drifts(s)) { /* the drift (pse_drift) */
+    if (drift) { /* the drift (pse_drift) */
         double *xw = v->position->data;
 #pragma omp parallel for num_threads(threads) if (threads > 1 && n > 4096) schedule(static)
         for (long i = 0; i < (long)n; i++)
